@@ -1,0 +1,43 @@
+"""Small torch helpers shared by every layer: dtype/device defaults and array conversion."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+DEFAULT_DTYPE = torch.float64
+
+
+def as_tensor(x, *, dtype: torch.dtype | None = DEFAULT_DTYPE, device=None) -> torch.Tensor:
+    """Convert ``x`` (array-like or tensor) to a tensor of ``dtype`` on ``device`` without copying when possible."""
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype=dtype if dtype is not None else x.dtype, device=device or x.device)
+    return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
+
+
+def to_numpy(x) -> np.ndarray:
+    """Convert a tensor (any device) or array-like to a numpy array."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """Return a torch device; ``"cuda"`` without a GPU is a clear error rather than a crash deep inside."""
+    from .errors import ConfigError
+
+    if device is None:
+        return torch.device("cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda was requested but no CUDA GPU is available; use --device cpu")
+    return dev
+
+
+def limit_threads(n: int = 1) -> None:
+    """Use ``n`` BLAS/torch threads (on small 2-core machines threaded BLAS is 10-30x slower on tiny matrices)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(n))
+    torch.set_num_threads(n)

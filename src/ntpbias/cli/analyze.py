@@ -1,0 +1,115 @@
+"""``ntpbias analyze``: the geometry of linear next-token prediction for one dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from . import _console, cli, load_ntp_data
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+@cli.command()
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--context-length", type=int, default=None, help="Sequences file: contexts are windows of K tokens.")
+@click.option("--autoregressive", is_flag=True, help="Sequences file: every prefix of every line is a context.")
+@click.option("--max-context", type=int, default=None, help="With --autoregressive: longest prefix used.")
+@click.option("--embedding", default="onehot", show_default=True,
+              help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
+@click.option("--solver", type=click.Choice(["auto", "clarabel"]), default="auto", show_default=True,
+              help="Backend of the NTP-SVM.")
+@click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, as_json, quiet):
+    """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
+
+    DATA is an NTP dataset .npz (H: m x d, P: m x V, optional pi, vocab, contexts) or a sequences .txt
+    file (one sequence per line). Writes OUT/analysis.json and OUT/geometry.npz (W_star, and W_mm when the
+    data are NTP-separable; non-separable data are a finding, not an error).
+
+    \b
+    Examples:
+      ntpbias analyze data.npz --out runs/a
+      ntpbias analyze text.txt --context-length 1 --out runs/bigram
+      ntpbias analyze text.txt --autoregressive --embedding gaussian:d=200,seed=1 --out runs/ar --json
+    """
+    import numpy as np
+
+    from ..geometry.analysis import analyze as run_analysis
+    from ..io import atomic_path, ensure_dir, write_json
+
+    console = _console(quiet)
+    out = ensure_dir(out)
+    with console.status("reading data"):
+        ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
+                            max_context=max_context, embedding=embedding)
+    with console.status("analyzing") as status:
+        result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(f"analyzing: {msg}"))
+    record = result.to_dict()
+    record["input"] = {
+        "path": str(data), "sha256": _sha256(Path(data)), "context_length": context_length,
+        "autoregressive": autoregressive, "max_context": max_context,
+        "embedding": None if Path(data).suffix == ".npz" else embedding,
+    }
+    record["ntpbias_version"] = __version__
+    with atomic_path(out / "geometry.npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **result.arrays())
+    write_json(out / "analysis.json", record)
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+    else:
+        _print_analysis(record, out)
+
+
+def _print_analysis(rec: dict, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="NTP geometry", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("contexts m / vocabulary V / dim d", f"{rec['m']} / {rec['V']} / {rec['d']}"),
+        ("entropy H (nats)", _fmt(rec["entropy"])),
+        ("dim F (of Vd)", f"{rec['dim_F']} (of {rec['ambient_dim']})"),
+        ("equalities / inequalities", f"{rec['n_equalities']} / {rec['n_inequalities']}"),
+        ("NTP_H-compatible", f"{_fmt(rec['compatible'])} (residual {rec['compatibility_residual']:.2e})"),
+        ("NTP-separable", f"{_fmt(rec['separable'])} (certificate residual "
+                          f"{rec['separability_certificate']['residual']:.2e})"),
+        ("||W*||", _fmt(rec["norm_W_star"])),
+        ("||W^mm||", _fmt(rec["norm_W_mm"])),
+        ("max normalized margin 1/||W^mm||", _fmt(rec["margin"])),
+    ]
+    if rec["kkt"] is not None:
+        rows.append(("solver", f"{rec['solver']} ({rec['solve_seconds']:.2f} s, {rec['status']})"))
+        rows.append(("KKT worst residual", f"{max(rec['kkt'].values()):.2e}"))
+    for k, v in rows:
+        table.add_row(k, v)
+    console = Console()
+    console.print(table)
+    for note in rec["notes"]:
+        console.print(f"note: {note}", style="yellow", highlight=False)
+    console.print(f"wrote {out / 'analysis.json'} and {out / 'geometry.npz'}", highlight=False)

@@ -1,0 +1,145 @@
+"""Everything the linear-NTP theory predicts for one dataset, in one call (``ntpbias analyze``).
+
+:func:`analyze` computes the entropy floor H, the subspace F, W*, the compatibility and separability
+verdicts with their certificates, and the NTP-SVM W^mm with its KKT certificate. The result serializes to
+``analysis.json`` (:meth:`Analysis.to_dict`) and ``geometry.npz`` (:meth:`Analysis.arrays`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .._tensor import to_numpy
+from ..data.ntp import NTPData
+from .constraints import constraints
+from .loss import smoothness_bound
+from .separability import SeparabilityResult, ntp_separability
+from .subspace import subspace
+from .svm import SVMResult, ntp_svm
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """The theory's objects for one dataset (see :func:`analyze`)."""
+
+    data: NTPData
+    dim_F: int
+    W_star: torch.Tensor
+    compatibility_residual: float
+    compatible: bool
+    separability: SeparabilityResult
+    svm: SVMResult | None
+    seconds: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The ``analysis.json`` record (DESIGN.md §2)."""
+        data, svm = self.data, self.svm
+        cons = constraints(data)
+        sizes = data.support_sizes
+        out = {
+            "m": data.m,
+            "V": data.V,
+            "d": data.d,
+            "n_samples": data.n_samples,
+            "entropy": data.entropy,
+            "dim_F": self.dim_F,
+            "ambient_dim": data.V * data.d,
+            "n_equalities": len(cons.eq),
+            "n_inequalities": len(cons.ineq),
+            "support_size_min": int(sizes.min()),
+            "support_size_max": int(sizes.max()),
+            "support_size_mean": float(sizes.double().mean()),
+            "compatible": self.compatible,
+            "compatibility_residual": self.compatibility_residual,
+            "separable": self.separability.separable,
+            "separability_certificate": {
+                "kind": "separating W (margin 1, in F^perp)" if self.separability.separable
+                else "Gordan multipliers (A_in^T y + A_eq^T mu = 0, y >= 0, sum y = 1)",
+                "residual": self.separability.residual,
+                "certified": self.separability.certified,
+                "reason": self.separability.reason,
+            },
+            "margin": None if svm is None else 1.0 / svm.norm,
+            "min_logit_gap_W_mm": None if svm is None else svm.margin,
+            "norm_W_star": float(torch.linalg.vector_norm(self.W_star)),
+            "norm_W_mm": None if svm is None else svm.norm,
+            "n_support_vectors": None if svm is None else svm.n_active,
+            "solver": None if svm is None else svm.solver,
+            "solve_seconds": None if svm is None else svm.solve_seconds,
+            "solver_iterations": None if svm is None else svm.iterations,
+            "status": None if svm is None else svm.status,
+            "certified": None if svm is None else svm.certified,
+            "kkt": None if svm is None else svm.kkt.as_dict(),
+            "embedding_bound_M": data.embedding_bound,
+            "smoothness_bound_L": smoothness_bound(data),
+            "seconds": self.seconds,
+            "notes": self.notes,
+        }
+        if data.context_lengths is not None:
+            out["entropy_per_length"] = {str(t): h for t, h in data.entropy_per_length().items()}
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The ``geometry.npz`` arrays: ``W_star`` always; ``W_mm`` and its multipliers when separable;
+        ``W_separating`` or the Gordan multipliers from the separability LP."""
+        out = {"W_star": to_numpy(self.W_star)}
+        if self.svm is not None:
+            out["W_mm"] = to_numpy(self.svm.W)
+            out["dual_ineq"] = to_numpy(self.svm.dual_ineq)
+            out["dual_eq"] = to_numpy(self.svm.dual_eq)
+        sep = self.separability
+        if sep.W is not None:
+            out["W_separating"] = to_numpy(sep.W)
+        if sep.farkas_y is not None:
+            out["gordan_y"] = to_numpy(sep.farkas_y)
+            out["gordan_mu"] = to_numpy(sep.farkas_mu)
+        return out
+
+
+def analyze(data: NTPData, *, solver: str = "auto", progress=None) -> Analysis:
+    """Compute H, F, W*, compatibility, separability and W^mm for ``data``.
+
+    ``progress``: optional callable receiving a short description of each stage (for a status display).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> a = analyze(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+    >>> a.compatible, a.separability.separable, round(a.svm.norm, 6)
+    (True, True, 1.581139)
+    """
+    say = progress or (lambda _msg: None)
+    seconds = {}
+    notes = []
+    t0 = time.perf_counter()
+    say("subspace F and W*")
+    F = subspace(data)
+    seconds["subspace"] = time.perf_counter() - t0
+    if not F.compatible:
+        notes.append("not NTP_H-compatible: no W matches every in-support log-odds ratio, so CE cannot reach H "
+                     "(Def. 1 of paper A); W_star is the least-squares solution in F")
+    t0 = time.perf_counter()
+    say("separability LP")
+    sep = ntp_separability(data)
+    seconds["separability"] = time.perf_counter() - t0
+    svm = None
+    if sep.separable:
+        t0 = time.perf_counter()
+        say("NTP-SVM")
+        svm = ntp_svm(data, solver)
+        seconds["svm"] = time.perf_counter() - t0
+        if not svm.certified:
+            notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.kkt.worst:.2e} > "
+                         f"{svm.tol:g} (status {svm.status})")
+    else:
+        notes.append("not NTP-separable: " + sep.reason)
+    if not sep.certified:
+        notes.append(f"the separability certificate has residual {sep.residual:.2e} (above tolerance)")
+    return Analysis(data=data, dim_F=F.dim, W_star=F.W_star, compatibility_residual=F.compatibility_residual,
+                    compatible=F.compatible, separability=sep, svm=svm, seconds=seconds, notes=notes)

@@ -1,0 +1,65 @@
+"""Cross-entropy of a linear next-token predictor in distinct-context form (spec linear_ntp.md §1.3-§1.4).
+
+All functions take W with optional leading batch dimensions, W: (..., V, d), and return one value per
+batch entry; logits are ``L = H W^T`` (..., m, V), computed with log-sum-exp.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..data.ntp import NTPData
+
+
+def logits(W: torch.Tensor, data: NTPData) -> torch.Tensor:
+    """Logits (..., m, V): row j = W h̄_j."""
+    return data.H @ W.mT
+
+
+def log_probs(W: torch.Tensor, data: NTPData) -> torch.Tensor:
+    """log S(W h̄_j) for every context, (..., m, V)."""
+    return torch.log_softmax(logits(W, data), dim=-1)
+
+
+def cross_entropy(W: torch.Tensor, data: NTPData) -> torch.Tensor:
+    """CE(W) = -Σ_j π̂_j Σ_z p̂_{j,z} log S_z(W h̄_j), eq. (2) of paper A."""
+    return -(data.pi * (data.P * log_probs(W, data)).sum(-1)).sum(-1)
+
+
+def cross_entropy_grad(W: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
+    """CE(W) and its closed-form gradient ∇CE(W) = Σ_j π̂_j (S(W h̄_j) - p̂_j) h̄_j^T (§1.4), no autograd.
+
+    Returns (loss (...,), grad (..., V, d)).
+    """
+    logp = log_probs(W, data)
+    loss = -(data.pi * (data.P * logp).sum(-1)).sum(-1)
+    residual = (torch.exp(logp) - data.P) * data.pi[:, None]  # (..., m, V)
+    return loss, residual.mT @ data.H
+
+
+def kl_terms(W: torch.Tensor, data: NTPData) -> torch.Tensor:
+    """Per-context KL(p̂_j || S(W h̄_j)), (..., m); CE = H + Σ_j π̂_j KL_j (eq. (26) of paper A)."""
+    logp = log_probs(W, data)
+    return (torch.special.xlogy(data.P, data.P) - data.P * logp).sum(-1)
+
+
+def cross_entropy_F(W: torch.Tensor, data: NTPData) -> torch.Tensor:
+    """CE_F(W) = Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log(1 + Σ_{z'∈S_j, z'≠z} e^{-(ℓ_z - ℓ_z')}) (eq. (12), corrected sum).
+
+    The cross-entropy of the softmax restricted to each support; CE(W) >= CE_F(W) and CE_F(W*) = H.
+    """
+    L = logits(W, data).masked_fill(~data.support, float("-inf"))
+    logp = torch.log_softmax(L, dim=-1).masked_fill(~data.support, 0.0)
+    return -(data.pi * (data.P * logp).sum(-1)).sum(-1)
+
+
+def per_sample_cross_entropy(W: torch.Tensor, H_samples: torch.Tensor, next_tokens: torch.Tensor) -> torch.Tensor:
+    """(1/n) Σ_i -log S_{z_i}(W h(x_i)) over raw samples: the reference the distinct-context form must equal."""
+    logp = torch.log_softmax(H_samples @ W.mT, dim=-1)
+    return -logp.gather(-1, next_tokens[:, None]).mean()
+
+
+def smoothness_bound(data: NTPData) -> float:
+    """L <= (1/2) λ_max(Σ_j π̂_j h̄_j h̄_j^T): a smoothness constant of CE (§1.4); GD with η <= 1/(2L) descends."""
+    cov = (data.H * data.pi[:, None]).T @ data.H
+    return 0.5 * float(torch.linalg.eigvalsh(cov).max())

@@ -1,0 +1,268 @@
+"""Max-margin programs behind one result type with a KKT certificate.
+
+Every hard-margin SVM of the three papers has the form
+
+    minimize ½||W||²  subject to  A_in(W) >= 1,  A_eq(W) = 0,                                   (P)
+
+with A_in, A_eq given as :class:`~ntpbias.geometry.constraints.LogitGaps`. Its dual is
+
+    maximize Σ λ - ½||A_in^T λ + A_eq^T μ||²  subject to  λ >= 0,                               (D)
+
+and at the optimum W = A_in^T λ + A_eq^T μ. :class:`MarginProgram` solves (P) with a chosen backend and
+returns an :class:`SVMResult` whose :class:`KKT` residuals are recomputed from (W, λ, μ) independently of the
+solver, so a result is only called certified when it can be checked.
+
+Backends: ``"clarabel"`` (cvxpy with the Clarabel interior-point solver named explicitly, the reference for
+small and medium problems; the constraints are assembled as one sparse matrix).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from ..data.ntp import NTPData
+from ..errors import NotSeparableError, SolverError
+from .constraints import LogitGaps, constraints
+
+#: A result is certified when every KKT residual is at most this.
+KKT_TOL = 1e-6
+#: Active-set polishing is attempted when the active rows number at most this.
+POLISH_MAX_ROWS = 4000
+
+
+@dataclass(frozen=True)
+class KKT:
+    """KKT residuals of (P) at (W, λ, μ); all zero at the exact optimum.
+
+    * ``primal_violation``: max(max_i (1 - A_in(W)_i)^+, max |A_eq(W)|);
+    * ``dual_violation``: max_i (-λ_i)^+;
+    * ``complementary_slackness``: max_i |λ_i (A_in(W)_i - 1)|;
+    * ``stationarity``: ||W - A_in^T λ - A_eq^T μ|| / max(1, ||W||);
+    * ``duality_gap``: |½||W||² - (Σλ - ½||A_in^T λ + A_eq^T μ||²)| / max(1, ½||W||²).
+    """
+
+    primal_violation: float
+    dual_violation: float
+    complementary_slackness: float
+    stationarity: float
+    duality_gap: float
+
+    @property
+    def worst(self) -> float:
+        return max(asdict(self).values())
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, eq=False)
+class SVMResult:
+    """Solution of a max-margin program with its certificate.
+
+    Attributes
+    ----------
+    W : Tensor, the primal solution (shape of the program's variable).
+    dual_ineq : Tensor (R_in,), λ >= 0.  dual_eq : Tensor (R_eq,), μ.
+    kkt : KKT residuals recomputed from (W, λ, μ).
+    status : "optimal" (certified to ``tol``) or "inaccurate" (the solver stopped short; the residuals say by how much).
+    solver : backend name.  solve_seconds : wall time of the solve.  iterations : solver iterations if known.
+    """
+
+    W: torch.Tensor
+    dual_ineq: torch.Tensor
+    dual_eq: torch.Tensor
+    kkt: KKT
+    status: str
+    solver: str
+    solve_seconds: float
+    iterations: int | None
+    tol: float
+    margin: float
+
+    @property
+    def norm(self) -> float:
+        """||W||."""
+        return float(torch.linalg.vector_norm(self.W))
+
+    @property
+    def certified(self) -> bool:
+        return self.kkt.worst <= self.tol
+
+    @property
+    def n_active(self) -> int:
+        """Number of inequality constraints with positive multiplier (support vectors)."""
+        return int((self.dual_ineq > 1e-9 * max(1.0, _max0(self.dual_ineq))).sum())
+
+
+class MarginProgram:
+    """minimize ½||W||² s.t. ``ineq(W) >= 1``, ``eq(W) = 0`` (both :class:`LogitGaps` on the same variable)."""
+
+    def __init__(self, ineq: LogitGaps, eq: LogitGaps | None = None):
+        if eq is not None and eq.var_shape != ineq.var_shape:
+            raise SolverError(f"constraint shapes differ: {ineq.var_shape} vs {eq.var_shape}")
+        self.ineq = ineq
+        self.eq = eq if eq is not None and len(eq) else None
+
+    @property
+    def var_shape(self) -> tuple[int, int]:
+        return self.ineq.var_shape
+
+    def _stack(self, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+        """A_in^T λ + A_eq^T μ."""
+        out = self.ineq.adjoint(lam)
+        if self.eq is not None:
+            out = out + self.eq.adjoint(mu)
+        return out
+
+    def certificate(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> KKT:
+        """KKT residuals of (P) at (W, λ, μ), computed in the dtype of W (use float64 to certify)."""
+        g = self.ineq.apply(W)
+        viol = _max0(torch.clamp(1 - g, min=0))
+        if self.eq is not None:
+            viol = max(viol, _max0(self.eq.apply(W).abs()))
+        AtY = self._stack(lam, mu)
+        wnorm2 = float((W * W).sum())
+        primal = 0.5 * wnorm2
+        dual = float(lam.sum()) - 0.5 * float((AtY * AtY).sum())
+        return KKT(
+            primal_violation=viol,
+            dual_violation=_max0(torch.clamp(-lam, min=0)),
+            complementary_slackness=_max0((lam * (g - 1)).abs()),
+            stationarity=float(torch.linalg.vector_norm(W - AtY)) / max(1.0, wnorm2 ** 0.5),
+            duality_gap=abs(primal - dual) / max(1.0, primal),
+        )
+
+    def solve(self, solver: str = "auto", *, tol: float = KKT_TOL, polish: bool = True, **options) -> SVMResult:
+        """Solve (P). ``solver``: ``"auto"`` or ``"clarabel"``. Raises :class:`NotSeparableError` if infeasible."""
+        if solver == "auto":
+            solver = "clarabel"
+        if solver != "clarabel":
+            raise SolverError(f"unknown solver {solver!r}; choose auto or clarabel")
+        start = time.perf_counter()
+        W, lam, mu, iters, status = _solve_clarabel(self, **options)
+        result = self._result(W, lam, mu, solver, start, iters, tol)
+        if polish and not (result.certified and result.kkt.worst < 1e-12):
+            polished = self.polish(result)
+            if polished is not None and polished.kkt.worst < result.kkt.worst:
+                result = polished
+        if status != "optimal" and not result.certified:
+            warnings.warn(f"{solver} stopped with status {status!r}; KKT residual {result.kkt.worst:.2e} > {tol:g}",
+                          stacklevel=2)
+        return result
+
+    def _result(self, W, lam, mu, solver, start, iters, tol) -> SVMResult:
+        kkt = self.certificate(W, lam, mu)
+        return SVMResult(
+            W=W, dual_ineq=lam, dual_eq=mu, kkt=kkt,
+            status="optimal" if kkt.worst <= tol else "inaccurate", solver=solver,
+            solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
+            margin=float(self.ineq.apply(W).min()),
+        )
+
+    def polish(self, result: SVMResult, active_tol: float = 1e-6) -> SVMResult | None:
+        """Active-set refinement: solve the equality-constrained problem on the (nearly) active rows exactly.
+
+        With active rows A_act (margin within ``active_tol`` of 1, or λ > 0) and the equality rows, the optimum
+        is W = A_c^T ν with (A_c A_c^T) ν = [1; 0]. Returns None when the active set is too large or the
+        refined point is not KKT-valid (a negative multiplier or a violated inactive row).
+        """
+        g = self.ineq.apply(result.W)
+        lam_scale = max(1.0, _max0(result.dual_ineq))
+        act = (g - 1 <= active_tol) | (result.dual_ineq > 1e-8 * lam_scale)
+        n_act = int(act.sum())
+        n_eq = 0 if self.eq is None else len(self.eq)
+        if n_act == 0 or n_act + n_eq > POLISH_MAX_ROWS:
+            return None
+        rows = self.ineq.subset(act)
+        if self.eq is not None:
+            rows = LogitGaps(rows.H, rows.rows, *(torch.cat([getattr(rows, f), getattr(self.eq, f)])
+                                                  for f in ("a", "j", "b", "k")))
+        G = rows.gram()
+        rhs = torch.cat([torch.ones(n_act, dtype=G.dtype, device=G.device),
+                         torch.zeros(n_eq, dtype=G.dtype, device=G.device)])
+        nu = torch.linalg.lstsq(G.cpu(), rhs.cpu()[:, None], driver="gelsd").solution[:, 0].to(G.device)
+        W = rows.adjoint(nu)
+        lam = torch.zeros_like(result.dual_ineq)
+        lam[act] = nu[:n_act]
+        mu = nu[n_act:] if n_eq else result.dual_eq
+        if float(lam.min()) < -1e-10 or float(self.ineq.apply(W).min()) < 1 - 1e-10:
+            return None
+        start = time.perf_counter() - result.solve_seconds
+        return self._result(W, lam, mu, result.solver, start, result.iterations, result.tol)
+
+
+def _max0(t: torch.Tensor) -> float:
+    """max of a tensor as a float, 0 for an empty one."""
+    return float(t.max()) if t.numel() else 0.0
+
+
+def _solve_clarabel(program: MarginProgram, *, max_iter: int = 200, eps: float = 1e-10):
+    """cvxpy + Clarabel on vec(W) with the constraints as one sparse matrix each."""
+    import cvxpy as cp
+
+    A_in = program.ineq.to_sparse()
+    n = A_in.shape[1]
+    x = cp.Variable(n)
+    cons = [A_in @ x >= 1]
+    if program.eq is not None:
+        cons.append(program.eq.to_sparse() @ x == 0)
+    prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(x)), cons)
+    try:
+        prob.solve(solver=cp.CLARABEL, max_iter=max_iter, tol_gap_abs=eps, tol_gap_rel=eps, tol_feas=eps,
+                   tol_ktratio=1e-8)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"Clarabel failed: {exc}") from None
+    if prob.status in ("infeasible", "infeasible_inaccurate"):
+        raise NotSeparableError(
+            "the max-margin program is infeasible: the data are not separable (run `ntpbias analyze` for the "
+            "separability verdict and its certificate)"
+        )
+    if x.value is None:
+        raise SolverError(f"Clarabel returned no solution (status {prob.status})")
+    dtype, device = program.ineq.H.dtype, program.ineq.H.device
+    W = torch.as_tensor(x.value, dtype=dtype, device=device).reshape(program.var_shape)
+    lam = torch.as_tensor(np.asarray(cons[0].dual_value), dtype=dtype, device=device).reshape(-1)
+    if program.eq is not None:
+        mu = -torch.as_tensor(np.asarray(cons[1].dual_value), dtype=dtype, device=device).reshape(-1)
+    else:
+        mu = torch.zeros(0, dtype=dtype, device=device)
+    iters = prob.solver_stats.num_iters if prob.solver_stats is not None else None
+    return W, lam, mu, iters, prob.status
+
+
+def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, **options) -> SVMResult:
+    """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
+
+    Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> data = NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    >>> res = ntp_svm(data)
+    >>> res.certified, round(res.margin, 9)
+    (True, 1.0)
+    """
+    cons = constraints(data)
+    if len(cons.ineq) == 0:
+        raise NotSeparableError("every context has full support: no out-of-support token, so no max-margin direction")
+    return MarginProgram(cons.ineq, cons.eq).solve(solver, tol=tol, **options)
+
+
+def ntp_margin(W: torch.Tensor, data: NTPData) -> torch.Tensor:
+    """γ(W) = min_{j, z∈S_j, v∉S_j} (e_z - e_v)^T W h̄_j (§3.1), for W (..., V, d); +inf without out-of-support pairs.
+
+    The normalized margin is γ(W)/||W||, at most 1/||W^mm|| over F^⊥.
+    """
+    L = data.H @ W.mT  # (..., m, V)
+    inf = torch.tensor(float("inf"), dtype=L.dtype, device=L.device)
+    lowest_in = torch.where(data.support, L, inf).amin(-1)
+    highest_out = torch.where(data.support, -inf, L).amax(-1)
+    return (lowest_in - highest_out).amin(-1)
+
