@@ -79,7 +79,8 @@ class LogitGaps:
     def gram(self) -> torch.Tensor:
         """The (R, R) matrix A A^T, entry (u, w) = <A_u, A_w>, assembled from H H^T without forming A.
 
-        <(e_a h_j^T - e_b h_k^T), (e_a' h_j'^T - e_b' h_k'^T)> = [a=a'] K_jj' - [a=b'] K_jk' - [b=a'] K_kj' + [b=b'] K_kk'.
+        <(e_a h_j^T - e_b h_k^T), (e_a' h_j'^T - e_b' h_k'^T)>
+            = [a=a'] K_jj' - [a=b'] K_jk' - [b=a'] K_kj' + [b=b'] K_kk'.
         """
         K = self.H @ self.H.T
         Da = torch.nn.functional.one_hot(self.a, self.rows).to(K.dtype)

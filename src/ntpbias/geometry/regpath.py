@@ -53,7 +53,8 @@ def _hvp(U: torch.Tensor, probs: torch.Tensor, data: NTPData, lam: float) -> tor
     return (t * data.pi[:, None]).T @ data.H + lam * U
 
 
-def _ridge(data: NTPData, lam: float, W: torch.Tensor, *, gtol: float, max_newton: int = 200) -> tuple[torch.Tensor, float]:
+def _ridge(data: NTPData, lam: float, W: torch.Tensor, *, gtol: float,
+           max_newton: int = 200) -> tuple[torch.Tensor, float]:
     """Minimize CE(W) + (λ/2)||W||² by Newton-CG from W; returns (W, final ||gradient||).
 
     Stops at ``gtol`` or at the float64 round-off level of the gradient, whichever is larger.
