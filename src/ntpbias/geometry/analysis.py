@@ -112,7 +112,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None) -> Analysis:
     >>> from ntpbias.data.ntp import NTPData
     >>> a = analyze(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
     >>> a.compatible, a.separability.separable, round(a.svm.norm, 6)
-    (True, True, 1.581139)
+    (True, True, 1.154701)
     """
     say = progress or (lambda _msg: None)
     seconds = {}

@@ -1,9 +1,10 @@
 """Linear constraints on a matrix variable through logit differences, and the NTP reduced form.
 
 Every max-margin program of the three papers constrains a matrix W (r x c) only through *differences of
-logits*: with L = W H^T (r x m), row i of the constraint system reads L[a_i, j_i] - L[b_i, k_i]. The NTP-SVM
-uses a_i = anchor, b_i = out-of-support token, j_i = k_i = context; attention token selection uses a single
-row (r = 1) and two different columns; W_ov* of the transformer paper uses token embeddings as H.
+logits*: with L = W H^T (r x m), or L = E W H^T with an optional left factor E (p x r), row i of the constraint
+system reads L[a_i, j_i] - L[b_i, k_i]. The NTP-SVM uses a_i = anchor, b_i = out-of-support token,
+j_i = k_i = context; attention token selection uses a single row (r = 1) and two different columns; W_ov* of
+the transformer paper uses token embeddings as H, and W_kq* with non-orthonormal embeddings uses E = X^T.
 :class:`LogitGaps` represents such a system with four index arrays (memory linear in the number of rows,
 never a dense constraint matrix) and applies it and its adjoint with one matrix product each.
 """
@@ -22,7 +23,7 @@ from ..data.ntp import NTPData
 
 @dataclass(frozen=True, eq=False)
 class LogitGaps:
-    """The linear map W ↦ g, g_i = (W H^T)[a_i, j_i] - (W H^T)[b_i, k_i].
+    """The linear map W ↦ g, g_i = L[a_i, j_i] - L[b_i, k_i] with L = W H^T (or E W H^T with ``left=E``).
 
     Attributes
     ----------
@@ -32,6 +33,8 @@ class LogitGaps:
         Number of rows of W.
     a, j, b, k : LongTensor (R,)
         Row and column indices of the two logits of each constraint.
+    left : Tensor (p, rows) or None
+        Optional left factor E; then a, b index its p rows.
 
     Examples
     --------
@@ -49,6 +52,7 @@ class LogitGaps:
     j: torch.Tensor
     b: torch.Tensor
     k: torch.Tensor
+    left: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -63,28 +67,39 @@ class LogitGaps:
     def __len__(self) -> int:
         return int(self.a.shape[0])
 
+    def _left_rows(self, idx: torch.Tensor) -> torch.Tensor:
+        """Rows idx of the left factor (one-hot rows when there is none), (R, rows)."""
+        if self.left is None:
+            return torch.nn.functional.one_hot(idx, self.rows).to(self.H.dtype)
+        return self.left[idx]
+
     def apply(self, W: torch.Tensor) -> torch.Tensor:
         """g = A(W) for W (..., rows, c); returns (..., R). One product W H^T plus two gathers."""
         L = W @ self.H.T  # (..., rows, m)
+        if self.left is not None:
+            L = self.left @ L
         return L[..., self.a, self.j] - L[..., self.b, self.k]
 
     def adjoint(self, c: torch.Tensor) -> torch.Tensor:
-        """A^T(c) for c (..., R); returns (..., rows, c). A scatter-add into (rows, m) then one product with H."""
+        """A^T(c) for c (..., R); returns (..., rows, c). A scatter-add into (p, m) then one product with H."""
         m = self.H.shape[0]
-        lam = torch.zeros(*c.shape[:-1], self.rows * m, dtype=c.dtype, device=c.device)
+        p = self.rows if self.left is None else self.left.shape[0]
+        lam = torch.zeros(*c.shape[:-1], p * m, dtype=c.dtype, device=c.device)
         lam.index_add_(-1, self.a * m + self.j, c)
         lam.index_add_(-1, self.b * m + self.k, -c)
-        return lam.reshape(*c.shape[:-1], self.rows, m) @ self.H
+        lam = lam.reshape(*c.shape[:-1], p, m)
+        if self.left is not None:
+            lam = self.left.T @ lam
+        return lam @ self.H
 
     def gram(self) -> torch.Tensor:
         """The (R, R) matrix A A^T, entry (u, w) = <A_u, A_w>, assembled from H H^T without forming A.
 
-        <(e_a h_j^T - e_b h_k^T), (e_a' h_j'^T - e_b' h_k'^T)>
-            = [a=a'] K_jj' - [a=b'] K_jk' - [b=a'] K_kj' + [b=b'] K_kk'.
+        With e_a the a-th row of E: <(e_a h_j^T - e_b h_k^T), (e_a' h_j'^T - e_b' h_k'^T)>
+            = <e_a, e_a'> K_jj' - <e_a, e_b'> K_jk' - <e_b, e_a'> K_kj' + <e_b, e_b'> K_kk'.
         """
         K = self.H @ self.H.T
-        Da = torch.nn.functional.one_hot(self.a, self.rows).to(K.dtype)
-        Db = torch.nn.functional.one_hot(self.b, self.rows).to(K.dtype)
+        Da, Db = self._left_rows(self.a), self._left_rows(self.b)
         if torch.equal(self.j, self.k):  # the NTP case: both logits of a row come from the same context
             D = Da - Db
             return (D @ D.T) * K[self.j][:, self.j]
@@ -93,11 +108,18 @@ class LogitGaps:
                 - (Db @ Da.T) * K[k][:, j] + (Db @ Db.T) * K[k][:, k])
 
     def to_sparse(self) -> sp.csr_matrix:
-        """The constraint matrix as scipy CSR (R, rows * c) acting on row-major vec(W) (vec(u h^T) = kron(u, h))."""
+        """The constraint matrix as scipy CSR (R, rows * c) on row-major vec(W) (vec(u h^T) = kron(u, h)).
+
+        Without a left factor each row has 2c nonzeros; with one, rows are dense (use for small problems).
+        """
         R = len(self)
         c = self.H.shape[1]
         H = to_numpy(self.H)
         a, j, b, k = (to_numpy(x).astype(np.int64) for x in (self.a, self.j, self.b, self.k))
+        if self.left is not None:
+            E = to_numpy(self.left)
+            dense = (E[a][:, :, None] * H[j][:, None, :] - E[b][:, :, None] * H[k][:, None, :]).reshape(R, -1)
+            return sp.csr_matrix(dense)
         cols = np.arange(c)
         row_idx = np.repeat(np.arange(R), 2 * c)
         col_idx = np.concatenate([a[:, None] * c + cols, b[:, None] * c + cols], axis=1).reshape(-1)
@@ -109,7 +131,12 @@ class LogitGaps:
 
     def subset(self, mask: torch.Tensor) -> LogitGaps:
         """The rows selected by a boolean or index tensor."""
-        return LogitGaps(self.H, self.rows, self.a[mask], self.j[mask], self.b[mask], self.k[mask])
+        return LogitGaps(self.H, self.rows, self.a[mask], self.j[mask], self.b[mask], self.k[mask], self.left)
+
+    def concat(self, other: LogitGaps) -> LogitGaps:
+        """The rows of ``self`` followed by those of ``other`` (same H, rows and left factor)."""
+        return LogitGaps(self.H, self.rows, *(torch.cat([getattr(self, f), getattr(other, f)]) for f in "ajbk"),
+                         self.left)
 
 
 @dataclass(frozen=True, eq=False)

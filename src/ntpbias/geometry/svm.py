@@ -180,8 +180,7 @@ class MarginProgram:
             return None
         rows = self.ineq.subset(act)
         if self.eq is not None:
-            rows = LogitGaps(rows.H, rows.rows, *(torch.cat([getattr(rows, f), getattr(self.eq, f)])
-                                                  for f in ("a", "j", "b", "k")))
+            rows = rows.concat(self.eq)
         G = rows.gram()
         rhs = torch.cat([torch.ones(n_act, dtype=G.dtype, device=G.device),
                          torch.zeros(n_eq, dtype=G.dtype, device=G.device)])
