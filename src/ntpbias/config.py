@@ -21,7 +21,12 @@ C = TypeVar("C")
 
 
 def _field_types(cls) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
+    """Field name -> annotated type (falling back to the default value's type when a hint cannot be resolved)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:
+        defaults = cls()
+        hints = {f.name: type(getattr(defaults, f.name)) for f in dataclasses.fields(cls)}
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
