@@ -55,8 +55,8 @@ class ContextSamples:
 
     Attributes
     ----------
-    vocab : (V,) str array, sorted.
-    contexts : (m,) str array, each context's tokens joined by spaces.
+    vocab : (V,) str array (sorted when built from token strings).
+    contexts : (m,) str array, each context's tokens joined by spaces (None if built without strings).
     context_lengths : (m,) int array.
     context_ids, next_tokens : (n,) int arrays, one entry per (context, next token) sample.
     skipped_lines : number of lines too short to yield any sample.
@@ -117,6 +117,29 @@ def autoregressive_samples(seqs: list[list[str]], *, max_context: int | None = N
                            source: str = "sequences") -> ContextSamples:
     """Every prefix z_1..z_t (t >= 1, t <= max_context) of every line is a context; z_{t+1} is its label."""
     ids, vocab, lengths = _flatten(seqs)
+    return autoregressive_id_samples(ids, lengths, vocab, max_context=max_context, source=source)
+
+
+def autoregressive_id_samples(ids: np.ndarray, lengths: np.ndarray, vocab: np.ndarray, *,
+                              max_context: int | None = None, context_strings: bool = True,
+                              source: str = "sequences") -> ContextSamples:
+    """:func:`autoregressive_samples` for already tokenized sequences.
+
+    Parameters
+    ----------
+    ids : int array (N,)
+        Token ids in ``0..V-1`` of all sequences, concatenated.
+    lengths : int array (L,)
+        Length of each sequence (they sum to N).
+    vocab : str array (V,)
+        Token strings (any order; ids index into it).
+    context_strings : bool
+        Build the (m,) context strings; ``False`` leaves ``contexts`` None (large corpora: the strings of
+        millions of contexts would not fit in memory, and the counts do not need them).
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    vocab = np.asarray(vocab, dtype=str)
     if (lengths >= 2).sum() == 0:
         raise DataError(f"{source}: autoregressive data need lines of at least 2 tokens; every line has 1")
     if max_context is not None and max_context < 1:
@@ -133,17 +156,20 @@ def autoregressive_samples(seqs: list[list[str]], *, max_context: int | None = N
         tok = ids[starts_of_line[alive] + t - 1]
         key = prefix[alive] * V + tok
         uniq, inv = np.unique(key, return_inverse=True)
-        strings = vocab[uniq % V] if t == 1 else np.char.add(np.char.add(prev_strings[uniq // V], " "), vocab[uniq % V])
-        all_contexts.append(strings)
+        if context_strings:
+            strings = vocab[uniq % V] if t == 1 else np.char.add(np.char.add(prev_strings[uniq // V], " "),
+                                                                   vocab[uniq % V])
+            all_contexts.append(strings)
+            prev_strings = strings
         all_lengths.append(np.full(len(uniq), t))
         ctx_ids.append(offset + inv.reshape(-1))
         next_tokens.append(ids[starts_of_line[alive] + t])
         prefix = np.zeros(len(lengths), dtype=np.int64)
         prefix[alive] = inv.reshape(-1)
-        prev_strings = strings
         offset += len(uniq)
     skipped = int((lengths < 2).sum())
-    return ContextSamples(vocab, np.concatenate(all_contexts), np.concatenate(all_lengths),
+    contexts = np.concatenate(all_contexts) if context_strings else None
+    return ContextSamples(vocab, contexts, np.concatenate(all_lengths),
                           np.concatenate(ctx_ids), np.concatenate(next_tokens), skipped)
 
 
