@@ -95,7 +95,8 @@ def _gordan_certificate(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, data: N
     r_in = A_in.shape[0]
     r_eq = 0 if A_eq is None else A_eq.shape[0]
     blocks = [A_in.T] + ([A_eq.T] if A_eq is not None else [])
-    M = sp.vstack([sp.hstack(blocks), sp.hstack([np.ones((1, r_in))] + ([sp.csr_matrix((1, r_eq))] if r_eq else []))])
+    ones = [sp.csr_matrix(np.ones((1, r_in)))] + ([sp.csr_matrix((1, r_eq))] if r_eq else [])
+    M = sp.vstack([sp.hstack(blocks), sp.hstack(ones)])
     rhs = np.zeros(M.shape[0])
     rhs[-1] = 1.0
     bounds = [(0, None)] * r_in + [(None, None)] * r_eq
