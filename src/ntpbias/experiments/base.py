@@ -1,0 +1,194 @@
+"""The experiment registry and the run-directory contract shared by every paper's experiments.
+
+* A **preset** is a named, fully specified training configuration (the paper's values as defaults); ``ntpbias train
+  --preset NAME`` runs it through its paper's :data:`TRAINERS` entry.
+* A **group** is what ``ntpbias reproduce ID`` runs: several trainings, the theory's objects, figures and theory
+  checks, returned as a :class:`~ntpbias.report.document.Section`. Figure IDs (``linear-fig4``) select a subset.
+
+Run directory (DESIGN.md §2): ``config.toml``, ``metrics.csv``, ``summary.json``, ``figures/``, ``report.html``,
+``checkpoints/``; every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import to_dict, to_toml
+from ..errors import ConfigError
+from ..io import write_json, write_text
+from ..report.document import Section
+
+SCALES = ("quick", "paper")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Options of one ``reproduce``/``train`` invocation, passed to group runners and trainers."""
+
+    out: Path
+    scale: str = "quick"
+    seeds: int = 1
+    device: str = "cpu"
+    progress: bool = False
+    resume: bool = False
+    figures: tuple[str, ...] | None = None  # figure IDs asked for; None = all of the group
+    say: Callable[[str], None] = lambda _msg: None
+
+    def wants(self, fig_id: str) -> bool:
+        return self.figures is None or fig_id in self.figures
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named configuration: ``make(scale)`` returns the config dataclass (paper values at ``scale="paper"``)."""
+
+    name: str
+    description: str
+    make: Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class Group:
+    """A reproducible experiment group (``reproduce ID``): its figures and its runner."""
+
+    id: str
+    title: str
+    figures: dict[str, str]
+    run: Callable[[RunContext], Section]
+
+
+#: name -> Preset
+PRESETS: dict[str, Preset] = {}
+#: reproduce ID -> Group
+GROUPS: dict[str, Group] = {}
+#: config ``experiment`` field -> (config class, trainer(config, ctx) -> Section)
+TRAINERS: dict[str, tuple[type, Callable[[Any, RunContext], Section]]] = {}
+
+
+def register_preset(preset: Preset) -> Preset:
+    PRESETS[preset.name] = preset
+    return preset
+
+
+def register_group(group: Group) -> Group:
+    GROUPS[group.id] = group
+    return group
+
+
+def register_trainer(kind: str, config_cls: type, trainer: Callable[[Any, RunContext], Section]) -> None:
+    TRAINERS[kind] = (config_cls, trainer)
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; run `ntpbias list` to see the presets ({', '.join(PRESETS)})")
+    return PRESETS[name]
+
+
+def resolve_ids(ids: list[str]) -> dict[str, tuple[str, ...] | None]:
+    """Map reproduce IDs (groups, figure IDs, or ``all``) to {group id: figure subset or None for all}."""
+    if not ids or "all" in ids:
+        return {g: None for g in GROUPS}
+    figure_owner = {fig: g.id for g in GROUPS.values() for fig in g.figures}
+    chosen: dict[str, tuple[str, ...] | None] = {}
+    for item in ids:
+        if item in GROUPS:
+            chosen[item] = None
+        elif item in figure_owner:
+            owner = figure_owner[item]
+            if owner not in chosen or chosen[owner] is not None:
+                chosen[owner] = (*(chosen.get(owner) or ()), item)
+        else:
+            valid = ", ".join(["all", *GROUPS, *figure_owner])
+            raise ConfigError(f"unknown experiment or figure ID {item!r}; valid IDs: {valid} (see `ntpbias list`)")
+    return chosen
+
+
+# ------------------------------------------------------------------------------------------------ run files
+def metrics_csv(rows: list[dict]) -> str:
+    """CSV text of metric rows (columns: the union of keys, in first-seen order; ``run``, ``step``, ``seed`` first)."""
+    cols: list[str] = []
+    for key in ("run", "step", "seed"):
+        if any(key in r for r in rows):
+            cols.append(key)
+    for r in rows:
+        cols.extend(k for k in r if k not in cols)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols, restval="", lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def read_metrics_csv(path: str | Path) -> list[dict]:
+    """Rows of a metrics.csv with numbers parsed (``run`` stays a string)."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            parsed = {}
+            for k, v in r.items():
+                if v == "":
+                    continue
+                if k == "run":
+                    parsed[k] = v
+                elif k in ("step", "seed"):
+                    parsed[k] = int(v)
+                else:
+                    parsed[k] = float(v)
+            rows.append(parsed)
+    return rows
+
+
+def series(rows: list[dict], run: str, metric: str):
+    """(steps (n,), values (n, n_seeds)) of one metric of one run from metric rows."""
+    import numpy as np
+
+    sel = [r for r in rows if r.get("run") == run and metric in r]
+    steps = np.array(sorted({r["step"] for r in sel}))
+    seeds = sorted({r["seed"] for r in sel})
+    table = {(r["step"], r["seed"]): r[metric] for r in sel}
+    return steps, np.array([[table.get((s, sd), np.nan) for sd in seeds] for s in steps], dtype=float)
+
+
+def write_run(out: Path, *, config: Any, rows: list[dict], section: Section, extra: dict | None = None,
+              command: str = "") -> None:
+    """Write config.toml, metrics.csv, summary.json and report.html of a run directory.
+
+    ``config`` is one config dataclass (a ``train`` run: its config.toml can be re-run with ``ntpbias train``) or a
+    dict name -> config (a ``reproduce`` group: one TOML table per training run).
+    """
+    from ..report.html import render
+
+    if isinstance(config, dict):
+        toml_text, config_record = config_toml(config), {n: to_dict(c) for n, c in config.items()}
+    else:
+        toml_text, config_record = to_toml(config), to_dict(config)
+    write_text(out / "config.toml", toml_text)
+    write_text(out / "metrics.csv", metrics_csv(rows))
+    summary = {
+        "ntpbias_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": command,
+        "config": config_record,
+        "sections": [section.as_dict()],
+        "checks": [c.as_dict() for c in section.checks],
+        "passed": section.passed,
+        **(extra or {}),
+    }
+    write_json(out / "summary.json", summary)
+    render(out, [section], title=section.title, command=command)
+
+
+def config_toml(configs: dict[str, Any]) -> str:
+    """TOML for several named configs, each under its own table (``[fig4-gd]``, ``[fig4-gd.optimizer]``, ...)."""
+    import tomli_w
+
+    return tomli_w.dumps({name: to_dict(cfg) for name, cfg in configs.items()})

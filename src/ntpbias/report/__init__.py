@@ -1,0 +1,1 @@
+"""Figures (matplotlib, PNG + SVG) and the self-contained HTML report, built from saved results only."""

@@ -1,0 +1,276 @@
+"""The training loop shared by the three papers: batched seeds, log-spaced metrics, checkpoints, exact resume.
+
+A :class:`Problem` supplies the initial parameters, ``loss_and_grad`` and ``metrics``; :class:`Trainer`
+runs an :class:`~ntpbias.training.optimizers.Optimizer` on it. Parameters are batched over runs (seeds) on
+the leading dimension. Metrics are computed only at the logged steps (log-spaced by default, so 10^6
+iterations stay cheap), one row per (step, seed).
+
+Faults: a non-finite loss stops the run (status ``"diverged"``, metrics so far kept); Ctrl-C writes a
+checkpoint and stops (status ``"interrupted"``); ``resume=True`` continues from the last checkpoint and gives
+the same numbers as an uninterrupted run (every random generator's state is checkpointed).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from ..io import atomic_path
+from .optimizers import Optimizer
+
+
+class Problem(Protocol):
+    """What the :class:`Trainer` trains (see the linear NTP problem for an example)."""
+
+    def init_params(self, seeds: list[int]) -> dict[str, torch.Tensor]:
+        """Initial parameters, batched over ``seeds`` on dim 0."""
+
+    def loss_and_grad(self, params: dict[str, torch.Tensor], step: int,
+                      generators: list[torch.Generator]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Loss (B,) and gradients at ``params`` (``generators[b]`` drives run b's sampling, if any)."""
+
+    def metrics(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Logged quantities, each (B,)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Loop settings.
+
+    Attributes
+    ----------
+    steps : number of optimizer steps
+    log_points : number of log-spaced logging steps in 1..steps (step 0 and the last step always log)
+    log_every : if > 0, also log every ``log_every`` steps
+    checkpoint_every : if > 0, write a checkpoint every that many steps (one is always written at the end)
+    """
+
+    steps: int = 10_000
+    log_points: int = 60
+    log_every: int = 0
+    checkpoint_every: int = 0
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.log_points < 0 or self.log_every < 0 or self.checkpoint_every < 0:
+            raise ValueError("log_points, log_every and checkpoint_every must be >= 0")
+
+
+def log_steps(config: TrainConfig) -> np.ndarray:
+    """Sorted steps at which metrics are logged: 0, the last step, ``log_points`` log-spaced ones, multiples of
+    ``log_every``.
+
+    >>> log_steps(TrainConfig(steps=1000, log_points=4)).tolist()
+    [0, 1, 10, 100, 1000]
+    """
+    steps = {0, config.steps}
+    if config.log_points:
+        steps |= set(np.unique(np.round(np.logspace(0, math.log10(config.steps), config.log_points))).astype(int))
+    if config.log_every:
+        steps |= set(range(0, config.steps + 1, config.log_every))
+    return np.array(sorted(s for s in steps if 0 <= s <= config.steps), dtype=np.int64)
+
+
+@dataclass
+class History:
+    """What a run produced: metric rows (dicts with ``step``, ``seed`` and every metric) and the final state."""
+
+    rows: list[dict] = field(default_factory=list)
+    params: dict[str, torch.Tensor] = field(default_factory=dict)
+    status: str = "completed"  # "completed" | "diverged" | "interrupted"
+    step: int = 0
+    seconds: float = 0.0
+    message: str = ""
+    max_loss_increase: list[float] = field(default_factory=list)  # per run: max_k L(W_{k+1}) - L(W_k)
+
+    def columns(self) -> list[str]:
+        cols: list[str] = []
+        for row in self.rows:
+            cols.extend(k for k in row if k not in cols)
+        return cols
+
+    def series(self, name: str, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one metric, for one seed or stacked (n_steps, n_seeds) for all."""
+        rows = [r for r in self.rows if seed is None or r["seed"] == seed]
+        steps = np.array(sorted({r["step"] for r in rows}))
+        if seed is not None:
+            return steps, np.array([r.get(name, np.nan) for r in rows], dtype=float)
+        seeds = sorted({r["seed"] for r in rows})
+        table = {(r["step"], r["seed"]): r.get(name, np.nan) for r in rows}
+        return steps, np.array([[table.get((s, sd), np.nan) for sd in seeds] for s in steps], dtype=float)
+
+
+class Trainer:
+    """Run an optimizer on a problem for ``config.steps`` steps (see the module docstring).
+
+    ``checkpoint_dir``: where ``last.pt`` goes (None: no checkpoints, no resume).
+    ``on_log``: optional callback ``(step, metrics_dict_of_(B,)_tensors)`` after each logged step.
+    """
+
+    def __init__(self, problem: Problem, optimizer: Optimizer, config: TrainConfig, *, seeds: list[int],
+                 checkpoint_dir: str | Path | None = None, progress: bool = False,
+                 on_log: Callable[[int, dict], None] | None = None, description: str = "training"):
+        self.problem = problem
+        self.optimizer = optimizer
+        self.config = config
+        self.seeds = list(seeds)
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self.progress = progress
+        self.on_log = on_log
+        self.description = description
+
+    # -------------------------------------------------------------------------------- checkpoints
+    @property
+    def checkpoint_path(self) -> Path | None:
+        return None if self.checkpoint_dir is None else self.checkpoint_dir / "last.pt"
+
+    def _save(self, step: int, params, generators, rows, status: str) -> None:
+        if self.checkpoint_path is None:
+            return
+        state = {
+            "step": step, "seeds": self.seeds, "status": status,
+            "params": {k: v.detach().cpu() for k, v in params.items()},
+            "optimizer": _to_cpu(self.optimizer.state_dict()),
+            "generators": [g.get_state() for g in generators],
+            "rows": rows,
+            "monotonicity": _to_cpu(self._monotonicity),
+        }
+        with atomic_path(self.checkpoint_path) as tmp:
+            torch.save(state, tmp)
+
+    def _load(self):
+        path = self.checkpoint_path
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if list(state["seeds"]) != self.seeds:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"{path}: checkpoint was written for seeds {state['seeds']}, not {self.seeds}")
+        return state
+
+    # -------------------------------------------------------------------------------- the loop
+    def run(self, *, resume: bool = False) -> History:
+        """Train; returns the :class:`History` (also on divergence or Ctrl-C, with the status set)."""
+        cfg = self.config
+        generators = [torch.Generator().manual_seed(10_000_019 * s + 17) for s in self.seeds]
+        start_step, rows = 0, []
+        self._monotonicity = {"prev": None, "max_increase": None}
+        if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
+            state = self._load()
+            start_step, rows = int(state["step"]), list(state["rows"])
+            template = self.problem.init_params(self.seeds)
+            params = {k: state["params"][k].to(device=v.device, dtype=v.dtype) for k, v in template.items()}
+            self.optimizer.load_state_dict(_to_device(state["optimizer"], next(iter(params.values())).device))
+            for g, s in zip(generators, state["generators"], strict=True):
+                g.set_state(s)
+            self._monotonicity = _to_device(state["monotonicity"], next(iter(params.values())).device)
+        else:
+            params = self.problem.init_params(self.seeds)
+        logs = set(log_steps(cfg).tolist())
+        history = History(rows=rows, params=params, step=start_step)
+        t0 = time.perf_counter()
+        bar = _progress(self.progress, self.description, cfg.steps, start_step)
+        step = start_step
+        try:
+            if step == 0 and 0 in logs and not rows:
+                self._log(0, params, rows)
+            while step < cfg.steps:
+                loss, grads = self.problem.loss_and_grad(params, step, generators)
+                if not bool(torch.isfinite(loss).all()):
+                    history.status = "diverged"
+                    bad = [self.seeds[i] for i in torch.nonzero(~torch.isfinite(loss)).flatten().tolist()]
+                    history.message = (f"the loss became non-finite at step {step} (seed(s) {bad}); the step size is "
+                                       "probably too large. Metrics up to that step were kept")
+                    break
+                self._track_monotonicity(loss)
+                params = self.optimizer.step(params, grads, loss)
+                step += 1
+                if step in logs:
+                    self._log(step, params, rows)
+                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                    self._save(step, params, generators, rows, "running")
+                if bar is not None:
+                    bar.advance()
+        except KeyboardInterrupt:
+            history.status = "interrupted"
+            history.message = f"interrupted at step {step}; resume with --resume"
+        finally:
+            if bar is not None:
+                bar.close()
+        history.params, history.step = params, step
+        history.seconds = time.perf_counter() - t0
+        inc = self._monotonicity["max_increase"]
+        history.max_loss_increase = [] if inc is None else inc.double().cpu().tolist()
+        self._save(step, params, generators, rows, history.status)
+        return history
+
+    def _track_monotonicity(self, loss: torch.Tensor) -> None:
+        """Running max over steps of L(W_{k+1}) - L(W_k), per run, without a host sync."""
+        mono = self._monotonicity
+        loss = loss.detach()
+        if mono["prev"] is not None:
+            inc = loss - mono["prev"]
+            mono["max_increase"] = inc if mono["max_increase"] is None else torch.maximum(mono["max_increase"], inc)
+        mono["prev"] = loss
+
+    def _log(self, step: int, params, rows: list[dict]) -> None:
+        with torch.no_grad():
+            metrics = self.problem.metrics(params)
+        values = {k: v.detach().double().cpu().numpy() for k, v in metrics.items()}
+        for b, seed in enumerate(self.seeds):
+            rows.append({"step": step, "seed": seed, **{k: float(v[b]) for k, v in values.items()}})
+        if self.on_log is not None:
+            self.on_log(step, metrics)
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def _to_device(obj, device):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+class _Bar:
+    """A rich progress bar on stderr, advanced at most ~20 times a second."""
+
+    def __init__(self, description: str, total: int, completed: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeRemainingColumn(), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task(description, total=total, completed=completed)
+        self._pending = 0
+        self._last = time.perf_counter()
+
+    def advance(self) -> None:
+        self._pending += 1
+        now = time.perf_counter()
+        if now - self._last > 0.05:
+            self._progress.advance(self._task, self._pending)
+            self._pending, self._last = 0, now
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def _progress(enabled: bool, description: str, total: int, completed: int) -> _Bar | None:
+    import sys
+
+    return _Bar(description, total, completed) if enabled and sys.stderr.isatty() else None

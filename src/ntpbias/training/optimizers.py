@@ -1,0 +1,140 @@
+"""Optimizers used by the three papers, on batched parameters with explicit gradients.
+
+Parameters are a dict ``name -> Tensor (B, ...)``: the leading dimension B indexes independent runs (seeds)
+trained at once, so every norm an optimizer takes (normalized GD) is per run, never across runs. Gradients
+come from the problem (closed form or autograd); the optimizers do no autograd themselves, which keeps a step
+to a few tensor operations and lets the state be saved and restored exactly (``state_dict``).
+
+* ``gd``: W <- W - η ∇L (full-batch gradient descent; SGD when the problem samples minibatches).
+* ``ngd``: normalized GD, W <- W - η ∇L / ||∇L|| with the global norm over all parameters of the run
+  (``normalize="grad"``, the default of paper A's App. A.2 and paper C's Algorithm 1), or the loss-normalized
+  variants η ∇L / L (``"loss"``) and η ∇L / (L - L_floor) (``"excess"``, with the entropy floor for NTP).
+  A zero or non-finite gradient norm leaves the parameters unchanged (guard).
+* ``adam`` / ``adamw``: Kingma & Ba with bias correction; ``weight_decay`` is an L2 term added to the
+  gradient for ``adam`` and decoupled (Loshchilov & Hutter) for ``adamw``.
+
+A step-decay schedule multiplies η by ``lr_decay`` at each step in ``milestones``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+OPTIMIZERS = ("gd", "ngd", "adam", "adamw")
+NORMALIZATIONS = ("grad", "loss", "excess")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Optimizer settings (defaults: paper A's GD, η = 0.5).
+
+    Attributes
+    ----------
+    name : "gd" | "ngd" | "adam" | "adamw"
+    lr : step size η
+    betas : Adam's (β1, β2); paper A uses (0.9, 0.99)
+    eps : Adam's ε (paper A leaves it open; standard 1e-8)
+    weight_decay : L2 (adam) or decoupled (adamw) weight decay
+    normalize : normalized GD variant, "grad" | "loss" | "excess"
+    milestones : steps at which η is multiplied by ``lr_decay``
+    lr_decay : step-decay factor
+    """
+
+    name: str = "gd"
+    lr: float = 0.5
+    betas: tuple[float, float] = (0.9, 0.99)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    normalize: str = "grad"
+    milestones: tuple[int, ...] = ()
+    lr_decay: float = 0.1
+
+    def __post_init__(self):
+        if self.name not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.name!r}; choose one of {', '.join(OPTIMIZERS)}")
+        if self.normalize not in NORMALIZATIONS:
+            raise ValueError(f"unknown normalization {self.normalize!r}; choose one of {', '.join(NORMALIZATIONS)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must lie in [0, 1), got {self.betas}")
+
+
+def _per_run_norm(tensors) -> torch.Tensor:
+    """sqrt(Σ_params ||t[b]||²) for each run b: (B,)."""
+    sq = sum(t.reshape(t.shape[0], -1).pow(2).sum(1) for t in tensors)
+    return sq.sqrt()
+
+
+def _expand(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A (B,) vector broadcast against a (B, ...) tensor."""
+    return v.reshape(-1, *([1] * (like.ndim - 1)))
+
+
+class Optimizer:
+    """Stateful optimizer over batched parameter dicts (see the module docstring).
+
+    Examples
+    --------
+    >>> import torch
+    >>> opt = Optimizer(OptimizerConfig(name="ngd", lr=0.1))
+    >>> W = {"W": torch.zeros(2, 3, dtype=torch.float64)}
+    >>> g = {"W": torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)}
+    >>> opt.step(W, g, loss=torch.ones(2))["W"].round(decimals=12).tolist()  # run 1: zero gradient, unchanged
+    [[-0.06, -0.08, 0.0], [0.0, 0.0, 0.0]]
+    """
+
+    def __init__(self, config: OptimizerConfig, *, loss_floor: torch.Tensor | float = 0.0):
+        self.config = config
+        self.loss_floor = loss_floor
+        self.t = 0
+        self.state: dict[str, dict[str, torch.Tensor]] = {}
+
+    def lr_at(self, t: int) -> float:
+        """η at step t (0-based) under the step-decay schedule."""
+        c = self.config
+        return c.lr * c.lr_decay ** sum(t >= m for m in c.milestones)
+
+    def step(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
+             loss: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One update; returns new parameter tensors (inputs are not modified)."""
+        c = self.config
+        lr = self.lr_at(self.t)
+        self.t += 1
+        if c.name == "gd":
+            return {k: params[k] - lr * grads[k] for k in params}
+        if c.name == "ngd":
+            if c.normalize == "grad":
+                scale = _per_run_norm(grads.values())
+            elif c.normalize == "loss":
+                scale = loss.detach()
+            else:
+                scale = loss.detach() - self.loss_floor
+            ok = torch.isfinite(scale) & (scale > 0)
+            factor = torch.where(ok, lr / torch.where(ok, scale, torch.ones_like(scale)), torch.zeros_like(scale))
+            return {k: params[k] - _expand(factor, grads[k]) * grads[k] for k in params}
+        b1, b2 = c.betas
+        out = {}
+        for k, p in params.items():
+            g = grads[k]
+            if c.name == "adam" and c.weight_decay:
+                g = g + c.weight_decay * p
+            st = self.state.setdefault(k, {"m": torch.zeros_like(p), "v": torch.zeros_like(p)})
+            st["m"] = b1 * st["m"] + (1 - b1) * g
+            st["v"] = b2 * st["v"] + (1 - b2) * g * g
+            m_hat = st["m"] / (1 - b1 ** self.t)
+            v_hat = st["v"] / (1 - b2 ** self.t)
+            new = p - lr * m_hat / (v_hat.sqrt() + c.eps)
+            if c.name == "adamw" and c.weight_decay:
+                new = new - lr * c.weight_decay * p
+            out[k] = new
+        return out
+
+    def state_dict(self) -> dict:
+        return {"t": self.t, "state": {k: dict(v) for k, v in self.state.items()}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.t = int(sd["t"])
+        self.state = {k: dict(v) for k, v in sd["state"].items()}
