@@ -183,7 +183,9 @@ class NTPData:
                 f"{source}: row {j} of P sums to {float(row_sums[j]):.12g}, not 1 "
                 f"({len(bad)} row(s) are off by more than {SUM_TOL:g}); normalize each row of P"
             )
-        P = P / row_sums[:, None]
+        # renormalize only rows off by more than float round-off, so that saving and reloading is bit-exact
+        roundoff = 4 * V * torch.finfo(dtype).eps
+        P = torch.where(((row_sums - 1).abs() > roundoff)[:, None], P / row_sums[:, None], P)
         if pi is None:
             pi = torch.full((m,), 1.0 / m, dtype=dtype)
         else:
@@ -198,7 +200,8 @@ class NTPData:
                 )
             if abs(float(pi.sum()) - 1) > SUM_TOL:
                 raise DataError(f"{source}: pi sums to {float(pi.sum()):.12g}, not 1; normalize pi")
-            pi = pi / pi.sum()
+            if abs(float(pi.sum()) - 1) > 4 * m * torch.finfo(dtype).eps:
+                pi = pi / pi.sum()
         vocab = _names(vocab, V, "vocab", source)
         contexts = _names(contexts, m, "contexts", source)
         if context_lengths is not None:
@@ -276,6 +279,9 @@ class NTPData:
                                 "load (a data file must not run code); store plain numeric/unicode arrays"
                             ) from None
                         raise
+                    if not isinstance(arrays[key], np.ndarray):  # numpy returns non-.npy members as raw bytes
+                        raise DataError(f"{path}: member '{key}' is not a numpy array; an NTP dataset .npz holds "
+                                        "only arrays written by numpy.savez")
         except DataError:
             raise
         except Exception as exc:  # zipfile.BadZipFile, OSError, ValueError, ...

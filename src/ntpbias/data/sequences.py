@@ -74,7 +74,7 @@ class ContextSamples:
         """Aggregate into :class:`NTPData` with the given context embedding."""
         if isinstance(embedding, str):
             embedding = EmbeddingSpec.parse(embedding)
-        H = embedding.matrix(len(self.contexts), dtype=dtype)
+        H = embedding.matrix(len(self.context_lengths), dtype=dtype)
         return NTPData.from_samples(
             self.context_ids, self.next_tokens, H, V=len(self.vocab), vocab=self.vocab, contexts=self.contexts,
             context_lengths=self.context_lengths if autoregressive else None, dtype=dtype,
