@@ -185,6 +185,12 @@ class MarginProgram:
         rhs = torch.cat([torch.ones(n_act, dtype=G.dtype, device=G.device),
                          torch.zeros(n_eq, dtype=G.dtype, device=G.device)])
         nu = torch.linalg.lstsq(G.cpu(), rhs.cpu()[:, None], driver="gelsd").solution[:, 0].to(G.device)
+        if n_act and float(nu[:n_act].min()) < -1e-10:  # degenerate (non-unique) multipliers: ask for λ >= 0
+            from scipy.optimize import lsq_linear
+
+            lb = np.r_[np.zeros(n_act), np.full(n_eq, -np.inf)]
+            sol = lsq_linear(G.cpu().numpy(), rhs.cpu().numpy(), bounds=(lb, np.inf), method="bvls", tol=1e-15)
+            nu = torch.as_tensor(sol.x, dtype=G.dtype, device=G.device)
         W = rows.adjoint(nu)
         lam = torch.zeros_like(result.dual_ineq)
         lam[act] = nu[:n_act]
