@@ -1,0 +1,160 @@
+"""The cls-attention classifiers of paper 003 (spec attention_embeddings.md §1, §6) as torch modules.
+
+* :class:`OneLayerAttention`, eq. (1): f(X; p, E) = softmax(p^T E_X^T) E_X v, the ``<cls>`` embedding p acting
+  only as the query (it is not a key or value, spec §9.12);
+* :class:`TwoLayerAttention`, eq. (17): E'_X = LayerNorm(softmax(E_X E_X^T) E_X + E_X), then the same readout
+  f = softmax(p^T E'_X^T) E'_X v.
+
+Both take token ids ``X: (n, T)`` and an optional padding mask ``mask: (n, T)`` (True at real tokens); padded
+positions are removed from every softmax (keys of the first layer, positions of the readout), so padding
+changes nothing. v is fixed (a buffer, the theory's default) or trained (``train_v=True``). Parameters are
+float64 by default and drawn from the theory's initialisation (spec §1.4, §9.9): E_s, p ~ N(0, I_d/d), v uniform
+on the unit sphere, in the same order and with the same generator as
+:func:`ntpbias.geometry.attention.theory_init`. Training uses autograd; the closed-form gradients of model (1)
+for the theory checks live in :mod:`ntpbias.geometry.attention`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .._tensor import DEFAULT_DTYPE
+from ..data.tokens import TokenSequences
+from ..errors import ConfigError, DataError
+
+
+def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean logistic loss Ê log(1 + exp(-y f)) of eq. (2), via softplus. f, y: (n,)."""
+    return nn.functional.softplus(-y * f).mean()
+
+
+class _ClsAttention(nn.Module):
+    """Shared parameters (E, p, v), initialisation and readout of the cls-attention models."""
+
+    def __init__(self, num_tokens: int, d: int, *, train_v: bool = False, seed: int = 0,
+                 dtype: torch.dtype = DEFAULT_DTYPE, device=None):
+        super().__init__()
+        if num_tokens < 1 or d < 1:
+            raise ConfigError(f"num_tokens and d must be >= 1, got {num_tokens}, {d}")
+        gen = torch.Generator().manual_seed(seed)
+        E = torch.randn(num_tokens, d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
+        p = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
+        v = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE)
+        v = v / torch.linalg.vector_norm(v)
+        self.E = nn.Parameter(E.to(dtype=dtype, device=device))  # (|S|, d)
+        self.p = nn.Parameter(p.to(dtype=dtype, device=device))  # (d,)
+        if train_v:
+            self.v = nn.Parameter(v.to(dtype=dtype, device=device))  # (d,)
+        else:
+            self.register_buffer("v", v.to(dtype=dtype, device=device))
+        self.train_v = train_v
+
+    @property
+    def num_tokens(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    def load_params(self, E: torch.Tensor, p: torch.Tensor, v: torch.Tensor) -> _ClsAttention:
+        """Overwrite (E, p, v) in place (shapes must match); returns self."""
+        with torch.no_grad():
+            for name, value in (("E", E), ("p", p), ("v", v)):
+                target = getattr(self, name)
+                if tuple(value.shape) != tuple(target.shape):
+                    raise DataError(f"{name} must have shape {tuple(target.shape)}, got {tuple(value.shape)}")
+                target.copy_(value)
+        return self
+
+    def _scores(self, X: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Readout logits a (n, T) = p^T e_i and values u (n, T) = v^T e_i of the readout's inputs e_i."""
+        raise NotImplementedError
+
+    def attention(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Readout attention q (n, T): softmax over real positions of the cls query p (0 at padding)."""
+        return self._attend(X, mask)[0]
+
+    def _attend(self, X, mask):
+        a, u = self._scores(X, mask)
+        if mask is not None:
+            a = a.masked_fill(~mask, -math.inf)
+        return torch.softmax(a, dim=-1), u
+
+    def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """f(X) (n,) for token ids X (n, T) and optional padding mask (n, T)."""
+        q, u = self._attend(X, mask)
+        return (q * u).sum(-1)
+
+    def loss(self, ds: TokenSequences) -> torch.Tensor:
+        """Logistic loss (2) on a whole dataset (validated against the vocabulary size)."""
+        if ds.num_tokens > self.num_tokens:
+            raise DataError(f"the data use {ds.num_tokens} tokens but the model has an embedding for only "
+                            f"{self.num_tokens}; build the model with num_tokens >= {ds.num_tokens}")
+        ds = ds.to(self.E.device)
+        return logistic_loss(self(ds.X, ds.mask), ds.y.to(self.E.dtype))
+
+    @torch.no_grad()
+    def embedding_dots(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(<E_s, p>, <E_s, v>) for every token, each (|S|,): the two panels of Figures 1-3."""
+        return self.E @ self.p, self.E @ self.v
+
+
+class OneLayerAttention(_ClsAttention):
+    """Model (1): f(X; p, E) = Σ_i q_i E_{x_i}^T v, q = softmax_i(p^T E_{x_i}) over the real positions.
+
+    Evaluated through the token scores z = E p and u = E v (|S|,), gathered at X: never forms E_X (n, T, d).
+
+    Parameters
+    ----------
+    num_tokens : int, |S|.  d : int, embedding dimension.
+    train_v : bool, train v (default False: fixed unit v, as in the theory, spec §9.8).
+    seed : int, initialisation seed.  dtype, device : parameter dtype (float64 default) and device.
+
+    Examples
+    --------
+    >>> import torch
+    >>> model = OneLayerAttention(5, 8, seed=0)
+    >>> X = torch.tensor([[0, 1, 2], [3, 4, 0]]); mask = torch.tensor([[True, True, True], [True, True, False]])
+    >>> f = model(X, mask)
+    >>> f.shape, f.dtype, torch.allclose(f[1], model(X[1:, :2])[0])
+    (torch.Size([2]), torch.float64, True)
+    """
+
+    def _scores(self, X, mask):
+        return (self.E @ self.p)[X], (self.E @ self.v)[X]
+
+
+class TwoLayerAttention(_ClsAttention):
+    """Model (17): self-attention without weights, skip connection and LayerNorm, then the cls readout of (1).
+
+    E'_X = LayerNorm(softmax(E_X E_X^T) E_X + E_X) with the row-wise softmax over the real keys (no scaling, no
+    positional encoding, no causal mask), LayerNorm over d per position; f = softmax(p^T E'_X^T) E'_X v.
+
+    Parameters
+    ----------
+    As :class:`OneLayerAttention`, plus ``layer_norm_affine`` (default True) and ``layer_norm_eps`` (1e-5):
+    torch's LayerNorm defaults (spec §9.10).
+    """
+
+    def __init__(self, num_tokens: int, d: int, *, train_v: bool = False, seed: int = 0,
+                 layer_norm_affine: bool = True, layer_norm_eps: float = 1e-5, dtype: torch.dtype = DEFAULT_DTYPE,
+                 device=None):
+        super().__init__(num_tokens, d, train_v=train_v, seed=seed, dtype=dtype, device=device)
+        self.norm = nn.LayerNorm(d, eps=layer_norm_eps, elementwise_affine=layer_norm_affine, dtype=dtype,
+                                 device=device)
+
+    def contextual(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """E'_X (n, T, d): the first layer's output (rows at padded positions are computed but never used)."""
+        EX = self.E[X]  # (n, T, d)
+        logits = EX @ EX.mT  # (n, T, T)
+        if mask is not None:
+            logits = logits.masked_fill(~mask[:, None, :], -math.inf)
+        return self.norm(torch.softmax(logits, dim=-1) @ EX + EX)
+
+    def _scores(self, X, mask):
+        H = self.contextual(X, mask)
+        return H @ self.p, H @ self.v
