@@ -64,7 +64,7 @@ def cli(debug: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def _register_commands() -> None:
-    from . import analyze, structure  # noqa: F401  (each module adds its command to `cli`)
+    from . import analyze, corpus, structure  # noqa: F401  (each module adds its command to `cli`)
 
 
 def main(argv: list[str] | None = None) -> None:
