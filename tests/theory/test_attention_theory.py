@@ -99,6 +99,10 @@ def test_stable_weights_keep_full_relative_accuracy_at_large_norm(a1_runs):
     ref = _double_sum_grad_p(st.E1, p, st.v, ds)
     assert float(ref.norm()) > 0
     assert float((grad - ref).norm() / ref.norm()) < 1e-10
+    # the torch module's autograd uses the same stable backward
+    model = OneLayerAttention(ds.num_tokens, st.E1.shape[1]).load_params(st.E1, p, st.v)
+    grad_autograd = torch.autograd.grad(model.loss(ds), model.p)[0]
+    assert float((grad_autograd - ref).norm() / ref.norm()) < 1e-10
     # the naive weights, for contrast
     a = (st.E1 @ p)[ds.X]
     q = torch.softmax(a, 1)

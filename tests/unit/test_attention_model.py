@@ -8,7 +8,7 @@ import torch
 from ntpbias.data.tokens import TokenSequences
 from ntpbias.errors import DataError
 from ntpbias.geometry.attention import loss_and_grad_p, loss_and_gradients, readout, theory_init
-from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention, logistic_loss
+from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention, _StableReadout, logistic_loss
 
 
 def _random_ds(n=16, T=8, S=20, *, variable=False, seed=0):
@@ -143,7 +143,7 @@ def test_train_v_and_parameters():
     assert torch.allclose(zp, fixed.E @ fixed.p) and torch.allclose(zv, fixed.E @ fixed.v) and not zp.requires_grad
     fixed.load_params(torch.zeros(5, 4, dtype=torch.float64), torch.ones(4, dtype=torch.float64),
                       torch.ones(4, dtype=torch.float64))
-    assert float(fixed.E.abs().sum()) == 0 and float(fixed.p.sum()) == 4
+    assert float(fixed.E.detach().abs().sum()) == 0 and float(fixed.p.detach().sum()) == 4
     with pytest.raises(DataError, match="shape"):
         fixed.load_params(torch.zeros(3, 4), torch.ones(4), torch.ones(4))
 
@@ -160,3 +160,12 @@ def test_float32_option():
     model = OneLayerAttention(6, 4, dtype=torch.float32)
     ds = TokenSequences.from_lists([[0, 1], [2, 3, 4]], [1, -1])
     assert model.loss(ds).dtype == torch.float32
+
+
+def test_stable_readout_backward_passes_gradcheck():
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    u = torch.randn(4, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_StableReadout.apply, (a, u))
+    ref = (torch.softmax(a, -1) * u).sum(-1)
+    assert torch.allclose(_StableReadout.apply(a, u), ref, rtol=0, atol=1e-15)

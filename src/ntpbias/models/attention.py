@@ -7,11 +7,12 @@
 
 Both take token ids ``X: (n, T)`` and an optional padding mask ``mask: (n, T)`` (True at real tokens); padded
 positions are removed from every softmax (keys of the first layer, positions of the readout), so padding
-changes nothing. v is fixed (a buffer, the theory's default) or trained (``train_v=True``). Parameters are
-float64 by default and drawn from the theory's initialisation (spec §1.4, §9.9): E_s, p ~ N(0, I_d/d), v uniform
-on the unit sphere, in the same order and with the same generator as
-:func:`ntpbias.geometry.attention.theory_init`. Training uses autograd; the closed-form gradients of model (1)
-for the theory checks live in :mod:`ntpbias.geometry.attention`.
+changes nothing. The readout's backward uses the stable weight form of spec §8 (:class:`_StableReadout`),
+so autograd stays accurate when the attention concentrates (large ||p||). v is fixed (a buffer, the theory's
+default) or trained (``train_v=True``). Parameters are float64 by default and drawn from the theory's
+initialisation (spec §1.4, §9.9): E_s, p ~ N(0, I_d/d), v uniform on the unit sphere, in the same order and
+with the same generator as :func:`ntpbias.geometry.attention.theory_init`. Training uses autograd; the
+closed-form gradients of model (1) for the theory checks live in :mod:`ntpbias.geometry.attention`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,32 @@ from torch import nn
 from .._tensor import DEFAULT_DTYPE
 from ..data.tokens import TokenSequences
 from ..errors import ConfigError, DataError
+
+
+class _StableReadout(torch.autograd.Function):
+    """f = Σ_i q_i u_i with q = softmax(a), differentiated in the stable weight form of spec §8.
+
+    f is evaluated relative to r = u at the most attended position, and ∂f/∂a_i = q_i (u_i - f) as
+    q_i ((u_i - r) - Σ_j q_j (u_j - r)), which at that position is exactly q_i Σ_j q_j (u_i - u_j): no
+    cancellation once q_i ≈ 1 (autograd's softmax backward computes q_i u_i - q_i f and loses the gradient's
+    direction to rounding at large ||p||). a, u: (..., T); masked positions carry a = -inf (q = 0), finite u.
+    """
+
+    @staticmethod
+    def forward(ctx, a, u):
+        q = torch.softmax(a, dim=-1)
+        r = u.gather(-1, a.argmax(-1, keepdim=True))
+        du = u - r
+        fr = (q * du).sum(-1, keepdim=True)
+        ctx.save_for_backward(q, du - fr)
+        return (r + fr).squeeze(-1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_f):
+        q, centered = ctx.saved_tensors
+        g = grad_f.unsqueeze(-1)
+        return g * q * centered, g * q
 
 
 def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -76,18 +103,17 @@ class _ClsAttention(nn.Module):
 
     def attention(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Readout attention q (n, T): softmax over real positions of the cls query p (0 at padding)."""
-        return self._attend(X, mask)[0]
+        a, _ = self._scores(X, mask)
+        if mask is not None:
+            a = a.masked_fill(~mask, -math.inf)
+        return torch.softmax(a, dim=-1)
 
-    def _attend(self, X, mask):
+    def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """f(X) (n,) for token ids X (n, T) and optional padding mask (n, T); backward in the stable form."""
         a, u = self._scores(X, mask)
         if mask is not None:
             a = a.masked_fill(~mask, -math.inf)
-        return torch.softmax(a, dim=-1), u
-
-    def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """f(X) (n,) for token ids X (n, T) and optional padding mask (n, T)."""
-        q, u = self._attend(X, mask)
-        return (q * u).sum(-1)
+        return _StableReadout.apply(a, u)
 
     def loss(self, ds: TokenSequences) -> torch.Tensor:
         """Logistic loss (2) on a whole dataset (validated against the vocabulary size)."""
