@@ -597,8 +597,9 @@ def preprocess(texts: LabelledTexts, config: PreprocessConfig = PreprocessConfig
     n_truncated, unused = 0, 0
     if config.max_length > 0:
         tt, n_truncated = truncate(tt, config.max_length)
-        tt, dropped = purge_rare(tt, 1)  # types that occurred only beyond the cap leave the vocabulary
-        unused = dropped["purged_types"]
+        before = len(tt.vocab)
+        tt, _ = purge_rare(tt, 1)  # types that occurred only beyond the cap leave the vocabulary
+        unused = before - len(tt.vocab)
     empty = tt.lengths == 0
     if empty.all():
         raise DataError(f"{texts.source}: every document is empty after preprocessing (stages "
