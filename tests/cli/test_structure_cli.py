@@ -1,0 +1,106 @@
+"""``ntpbias structure``: Example 1, the Proposition-2 counterexample, and bad inputs (exit status 2, one line)."""
+
+import json
+
+import pytest
+
+from ntpbias.cli import main
+from ntpbias.data.sentences import EXAMPLE1_SENTENCES
+
+
+def _run(capsys, *args):
+    """Run the CLI in-process; returns (exit status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def _write(tmp_path, text, name="s.txt"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_example1_json(run_cli, tmp_path):
+    res = run_cli("structure", "example1", "--json")
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(res.stdout)
+    assert rec["collocation"] == {"S": "V", "V": "O", "O": "P", "P": "S"}
+    assert rec["queries"]["P"] == {"optimal": ["O"], "non_optimal": ["P"], "non_comparable": ["S", "V"],
+                                   "confused": [], "order": [["O", "P"]]}
+    assert rec["queries"]["O"]["non_optimal"] == ["S", "V"]
+    for key in ("collocation", "partial_orders", "no_confused", "assumption3", "realizable", "all"):
+        assert rec["assumptions"][key] is True
+    assert rec["N"] == 9 and rec["L_max"] == 3 and rec["regeneration"]["reproduces_labels"] is True
+
+
+def test_sentences_file_equals_builtin(capsys, tmp_path):
+    path = _write(tmp_path, "\n".join(" ".join(s) for s in EXAMPLE1_SENTENCES) + "\n")
+    code, out, _ = _run(capsys, "structure", path, "--json")
+    assert code == 0
+    from_file = json.loads(out)
+    code, out, _ = _run(capsys, "structure", "example1", "--json")
+    builtin = json.loads(out)
+    for key in ("collocation", "queries", "assumptions", "samples"):
+        assert from_file[key] == builtin[key]
+
+
+def test_text_output_and_query(capsys):
+    code, out, _ = _run(capsys, "structure", "example1", "--query", "P")
+    assert code == 0
+    assert "collocation (a permutation): S->V, V->O, O->P, P->S" in out
+    assert "O>P" in out and "V>S" not in out  # only the order under P
+
+
+def test_counterexample_max_margin(run_cli):
+    res = run_cli("structure", "prop2-counterexample", "--max-margin", "--json")
+    assert res.returncode == 0, res.stderr
+    mm = json.loads(res.stdout)["max_margin"]
+    assert mm["W_kq_certified"] and mm["W_ov_certified"] and mm["prop2_holds_everywhere"] is False
+    q = mm["prop2"]["q"]
+    assert q["condition_holds"] is False and q["agree"] is False
+    assert q["norm2_qp"] == pytest.approx(7 / 6, rel=1e-9) and q["norm2_closed_form"] == pytest.approx(6 / 5)
+    assert q["qp"]["a"] == pytest.approx(2 / 3, abs=1e-9) and q["closed_form"]["a"] == pytest.approx(3 / 5)
+
+
+def test_inconsistent_labels_report_then_exit_2(run_cli, tmp_path):
+    path = _write(tmp_path, "a b c\na b d\nb a\nc d\nd c\n")
+    res = run_cli("structure", path, "--json")
+    assert res.returncode == 2
+    assert res.stderr.startswith("ntpbias: error: ") and res.stderr.count("\n") == 1
+    assert "several labels" in res.stderr and "no longer applicable" in res.stderr
+    rec = json.loads(res.stdout)  # the full report is still printed
+    assert rec["assumptions"]["realizable"] is False
+    offence = rec["assumptions"]["violations"]["realizable"][0]
+    assert [s["text"] for s in offence["sentences"]] == ["a b c", "a b d"]
+
+
+def test_confused_dataset(capsys, tmp_path):
+    # under query c: c > b (from "b c -> d") and a > c (from "a b c -> b"), so c is confused
+    path = _write(tmp_path, "a b c b\nb c d c\nc d a\nd a\n")
+    code, out, err = _run(capsys, "structure", path)
+    assert code == 2
+    assert "no_confused" in err and "Theorems 1-3" in err
+    assert "token 'c' is confused under query 'c'" in out
+    assert "sentence 2: b c d c; sentence 1: a b c b" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("content,args,match", [
+    ("", (), "empty"),
+    ("a a a\n", (), "at least 2 distinct tokens"),
+    ("S V O P\nV O P\nO P P\nP S V\n", ("--query", "Z"), "'Z' in the query is not in the vocabulary"),
+    ("a b c\nb c a\nc a\n", ("--query", "a"), "never the query"),
+])
+def test_bad_inputs(capsys, tmp_path, content, args, match):
+    path = _write(tmp_path, content)
+    code, out, err = _run(capsys, "structure", path, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("ntpbias: error: ") and match in err and err.count("\n") == 1
+
+
+def test_missing_file_and_directory(capsys, tmp_path):
+    code, _, err = _run(capsys, "structure", tmp_path / "nope.txt")
+    assert code == 2 and "no such file (built-in datasets: example1" in err
+    code, _, err = _run(capsys, "structure", tmp_path)
+    assert code == 2 and "is a directory" in err
