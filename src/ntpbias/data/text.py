@@ -621,7 +621,7 @@ def preprocess(texts: LabelledTexts, config: PreprocessConfig = PreprocessConfig
         "stages": list(config.stages()), "documents_read": len(texts.texts), "dropped_empty": int(empty.sum()),
         "documents": int(len(y)), "truncated": n_truncated, "tokens": int(lengths.sum()),
         "vocab_before_purge": vocab_before, "vocab": len(tt.vocab), **purge,
-        "vocab_dropped_by_truncation": unused, "max_length": int(T), "mean_length": float(lengths.mean()),
+        "vocab_dropped_by_truncation": unused, "longest": int(T), "mean_length": float(lengths.mean()),
         "positive": int((y > 0).sum()), "negative": int((y < 0).sum()),
     }
     return TextDataset(seqs, tt.token_ids, info)
