@@ -60,8 +60,10 @@ def test_counterexample_max_margin(run_cli):
     assert mm["W_kq_certified"] and mm["W_ov_certified"] and mm["prop2_holds_everywhere"] is False
     q = mm["prop2"]["q"]
     assert q["condition_holds"] is False and q["agree"] is False
-    assert q["norm2_qp"] == pytest.approx(7 / 6, rel=1e-9) and q["norm2_closed_form"] == pytest.approx(6 / 5)
-    assert q["qp"]["a"] == pytest.approx(2 / 3, abs=1e-9) and q["closed_form"]["a"] == pytest.approx(3 / 5)
+    assert q["norm2_qp"] == pytest.approx(7 / 6, rel=1e-9, abs=0)
+    assert q["norm2_closed_form"] == pytest.approx(6 / 5, rel=1e-12, abs=0)
+    assert q["qp"]["a"] == pytest.approx(2 / 3, abs=1e-9)
+    assert q["closed_form"]["a"] == pytest.approx(3 / 5, rel=1e-12, abs=0)
 
 
 def test_inconsistent_labels_report_then_exit_2(run_cli, tmp_path):

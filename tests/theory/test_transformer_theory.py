@@ -71,7 +71,7 @@ def test_wov_star_qp_equals_closed_form(V, kind, d):
     res = th.wov_star(n, E)
     assert res.certified and res.kkt.worst < 1e-8
     assert float((res.W - th.wov_star_closed_form(n, E)).abs().max()) < 1e-6
-    assert res.norm == pytest.approx(math.sqrt(V - 1), rel=1e-9)
+    assert res.norm == pytest.approx(math.sqrt(V - 1), rel=1e-9, abs=0)
 
 
 def test_wov_star_on_a_partial_collocation():
@@ -79,7 +79,7 @@ def test_wov_star_on_a_partial_collocation():
     E = token_embeddings(5)
     res = th.wov_star(n, E)
     assert float((res.W - th.wov_star_closed_form(n, E)).abs().max()) < 1e-6
-    assert res.norm == pytest.approx(math.sqrt(3 * 4 / 5), rel=1e-9)
+    assert res.norm == pytest.approx(math.sqrt(3 * 4 / 5), rel=1e-9, abs=0)
     with pytest.raises(DataError, match="empty"):
         th.wov_star(torch.full((3,), -1), token_embeddings(3))
 
@@ -94,7 +94,7 @@ def test_wkq_star_example1_reference():
     expected = torch.tensor([[1 / 2, 0, 0, -1 / 2], [-1 / 2, 1 / 2, 0, 0], [-1 / 3, -1 / 3, 2 / 3, 0],
                              [0, 0, 1 / 2, -1 / 2]], dtype=F64).T  # rows above are columns S, V, O, P
     assert torch.allclose(res.W, expected, atol=1e-9)
-    assert res.norm ** 2 == pytest.approx(13 / 6, rel=1e-9)
+    assert res.norm ** 2 == pytest.approx(13 / 6, rel=1e-9, abs=0)
     cmp = th.compare_prop2(st, res, E)
     assert bool(cmp.condition.all()) and bool(cmp.agree.all()) and cmp.consistent
 
@@ -108,8 +108,8 @@ def test_prop2_counterexample():
     q = 4
     assert torch.allclose(cmp.qp[:, q], torch.tensor([2 / 3, -1 / 3, -1 / 3, 1 / 2, -1 / 2], dtype=F64), atol=1e-9)
     assert torch.allclose(cmp.closed_form[:, q], torch.tensor([3 / 5, -2 / 5, -2 / 5, 3 / 5, -2 / 5], dtype=F64))
-    assert float(cmp.norm2_qp[q]) == pytest.approx(7 / 6, rel=1e-9)
-    assert float(cmp.norm2_closed_form[q]) == pytest.approx(6 / 5, rel=1e-12)
+    assert float(cmp.norm2_qp[q]) == pytest.approx(7 / 6, rel=1e-9, abs=0)
+    assert float(cmp.norm2_closed_form[q]) == pytest.approx(6 / 5, rel=1e-12, abs=0)
     assert not bool(cmp.condition[q]) and not bool(cmp.agree[q]) and cmp.consistent
     assert cmp.to_dict(st.samples.vocab)["q"]["condition_holds"] is False
     # the closed form is feasible (all gaps exactly 1) but not minimal
@@ -219,9 +219,9 @@ def test_stage1_exact_dynamics(V, eta0, kind):
     for i in range(T):
         W = traj[i]
         assert _cos(W, W_star) == pytest.approx(1.0, abs=1e-12)
-        assert float(torch.linalg.vector_norm(W)) == pytest.approx(exact.norm[i], rel=1e-9)
+        assert float(torch.linalg.vector_norm(W)) == pytest.approx(exact.norm[i], rel=1e-9, abs=0)
         value = float(loss_and_grad_L0(W, E, n)[0])
-        assert value == pytest.approx(exact.loss_L0[i], rel=1e-10)
+        assert value == pytest.approx(exact.loss_L0[i], rel=1e-10, abs=0)
     W = traj[-1]
     assert torch.allclose(W, th.stage1_exact_W(T, eta0=eta0, next_token=n, E=E), atol=1e-9)
     B = W @ E  # logits per token column
@@ -249,15 +249,16 @@ def test_stage1_reference_numbers():
     eta0 = 0.2 / math.sqrt(20)
     s = th.stage1_exact([0, 900], eta0=eta0, V=20)
     assert s.norm[1] == pytest.approx(40.2492, abs=1e-4) and s.margin[1] == pytest.approx(9.233805, abs=1e-6)
-    assert s.loss_L0[0] == pytest.approx(20 * math.log(20)) and s.loss_L0[0] == pytest.approx(59.91465, abs=1e-5)
-    assert s.loss_L0[1] == pytest.approx(0.0370843, rel=1e-5)
-    assert s.loss_infimum[1] == pytest.approx(0.00185422, rel=1e-5)
+    assert s.loss_L0[0] == pytest.approx(20 * math.log(20), rel=1e-12, abs=0)
+    assert s.loss_L0[0] == pytest.approx(59.91465, abs=1e-5)
+    assert s.loss_L0[1] == pytest.approx(0.0370843, rel=1e-5, abs=0)
+    assert s.loss_infimum[1] == pytest.approx(0.00185422, rel=1e-5, abs=0)
     assert math.isnan(s.cos[0]) and s.cos[1] == 1.0
     e = th.stage1_exact(900, eta0=0.1, V=4)
     assert float(e.margin) == pytest.approx(51.9615, abs=1e-4)
-    assert float(e.loss_L0) == pytest.approx(3.2552e-22, rel=1e-4)
-    assert float(e.loss_infimum) == pytest.approx(8.1380e-23, rel=1e-4)
-    assert th.stage2_loss_infimum(e.margin, 4) == pytest.approx(float(e.loss_L0) / 4, rel=1e-12)
+    assert float(e.loss_L0) == pytest.approx(3.2552e-22, rel=1e-4, abs=0)
+    assert float(e.loss_infimum) == pytest.approx(8.1380e-23, rel=1e-4, abs=0)
+    assert th.stage2_loss_infimum(e.margin, 4) == pytest.approx(float(e.loss_L0) / 4, rel=1e-12, abs=0)
 
 
 def test_bound_constants_reference_values():
@@ -269,10 +270,11 @@ def test_bound_constants_reference_values():
     norm_kq = math.sqrt(13 / 6)
     assert th.lemma7_t0(0.025, 3, norm_kq) == 2080
     C0, C1 = th.thm2_constants(0.1, 0.025, math.sqrt(3), norm_kq, 3)
-    assert C0 == pytest.approx(0.1 / 12) and 900 * C1 == pytest.approx(0.87, abs=0.01)
-    assert th.thm2_attention_lower(0, C1, 3) == pytest.approx(1 / 4)
-    assert th.thm2_loss_upper(0, 900, C0, C1, 3, 4) == pytest.approx(4 * math.exp(-900 * C0 * (1 - 6 / 4)))
-    assert th.footnote3_min_loss(900, C0, 4) == pytest.approx(4 * math.exp(-900 * C0))
+    assert C0 == pytest.approx(0.1 / 12, rel=1e-12, abs=0) and 900 * C1 == pytest.approx(0.87, abs=0.01)
+    assert th.thm2_attention_lower(0, C1, 3) == pytest.approx(1 / 4, rel=1e-12, abs=0)
+    at_zero = 4 * math.exp(-900 * C0 * (1 - 2 * 3 / (3 + 1)))  # eq. (4) at t = 0: above the initial loss
+    assert th.thm2_loss_upper(0, 900, C0, C1, 3, 4) == pytest.approx(at_zero, rel=1e-12, abs=0)
+    assert th.footnote3_min_loss(900, C0, 4) == pytest.approx(4 * math.exp(-900 * C0), rel=1e-12, abs=0)
     assert th.thm1_step_ok(0.025, norm_kq) and not th.thm1_step_ok(1.0, norm_kq)
     assert not bool(th.thm2_condition(900, 0.025, 9, 3, norm_kq))  # the theorem's regime starts much later
     assert not bool(th.corollary1_condition(900, 0.1, math.sqrt(3), 4))
@@ -339,7 +341,7 @@ def test_stage2_example1_reference_and_lemmas():
     loss = np.array(record["loss"])
     L_star = th.stage2_loss_infimum(th.stage1_exact(900, eta0=0.1, V=4).margin, 4)
     assert (loss > L_star).all() and (np.diff(loss) <= 0).all()
-    assert loss[900] == pytest.approx(L_star, rel=1e-3)
+    assert loss[900] == pytest.approx(L_star, rel=1e-3, abs=0)
     assert (th.thm1_cos_lower(np.arange(2, 901), eta, N, L_max, norm_star) <= 1).all()  # vacuous here, reported
     # Example 2 (check 20): SP -> V, OSP -> P, VP -> O with probability > 0.99
     ex2 = example2_inputs()

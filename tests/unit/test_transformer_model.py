@@ -121,8 +121,8 @@ def test_attention_backward_is_stable_when_one_weight_is_one():
     a = (W_ov.T @ g[0])[:2]  # a_l = x_l^T W_ov^T g for x_0 = e_0, x_1 = e_1
     phi1phi2 = math.exp(-50.0) / (1 + math.exp(-50.0)) ** 2
     c0 = phi1phi2 * float(a[0] - a[1])
-    assert out.grad_W_kq[0, 1] == pytest.approx(c0, rel=1e-12)
-    assert out.grad_W_kq[1, 1] == pytest.approx(-c0, rel=1e-12)
+    assert out.grad_W_kq[0, 1] == pytest.approx(c0, rel=1e-12, abs=0)
+    assert out.grad_W_kq[1, 1] == pytest.approx(-c0, rel=1e-12, abs=0)
     phi = attention(W_kq, inputs)[0]
     naive = phi * (a - phi @ a)  # (diag φ - φφ^T) a
     assert abs(float(naive[0]) - c0) > 0.5 * abs(c0)  # the naive form is wrong here, so the check above has teeth
@@ -132,10 +132,10 @@ def test_cross_entropy_is_accurate_for_confident_logits():
     z = torch.tensor([[60.0, 0.0, 0.0], [0.0, 5.0, 1.0]], dtype=F64)
     y = torch.tensor([0, 0])
     loss_n, g = cross_entropy(z, y)
-    assert float(loss_n[0]) == pytest.approx(math.log1p(2 * math.exp(-60.0)), rel=1e-14)
-    assert float(g[0, 0]) == pytest.approx(-2 * math.exp(-60.0) / (1 + 2 * math.exp(-60.0)), rel=1e-14)
+    assert float(loss_n[0]) == pytest.approx(math.log1p(2 * math.exp(-60.0)), rel=1e-14, abs=0)
+    assert float(g[0, 0]) == pytest.approx(-2 * math.exp(-60.0) / (1 + 2 * math.exp(-60.0)), rel=1e-14, abs=0)
     ref = torch.nn.functional.cross_entropy(z, y, reduction="none")
-    assert float(loss_n[1]) == pytest.approx(float(ref[1]), rel=1e-14)
+    assert float(loss_n[1]) == pytest.approx(float(ref[1]), rel=1e-14, abs=0)
     assert torch.allclose(g.sum(1), torch.zeros(2, dtype=F64), atol=1e-16)
 
 
@@ -148,7 +148,7 @@ def test_L0_gradient_matches_autograd_and_skips_undefined_tokens():
     ref = torch.nn.functional.cross_entropy((W @ E[:, tokens]).T, n[tokens], reduction="sum")
     (g_ref,) = torch.autograd.grad(ref, [W])
     value, g = loss_and_grad_L0(W.detach(), E, n)
-    assert float(value) == pytest.approx(float(ref.detach()), rel=1e-14)
+    assert float(value) == pytest.approx(float(ref.detach()), rel=1e-14, abs=0)
     assert torch.allclose(g, g_ref, atol=1e-14)
 
 
@@ -165,7 +165,7 @@ def test_distinct_loss_equals_mean_over_multiset():
             one = NTPSamples.from_samples([s[:l]], [s[l]], vocab=ds.vocab)
             values += [float(loss(W_ov, W_kq, TransformerInputs.from_samples(one, E)))] * c
     mean = sum(values) / len(values)
-    assert float(loss(W_ov, W_kq, TransformerInputs.from_samples(ds, E))) == pytest.approx(mean, rel=1e-12)
+    assert float(loss(W_ov, W_kq, TransformerInputs.from_samples(ds, E))) == pytest.approx(mean, rel=1e-12, abs=0)
 
 
 def test_batched_padding_equals_one_sample_at_a_time():
@@ -201,7 +201,7 @@ def test_original_form_matches_reparameterized():
     total = -(inputs.pi @ torch.log(probs.gather(1, inputs.y[:, None])[:, 0]))
     refs = torch.autograd.grad(total, params)
     value, *grads = grads_original(W_o, W_v, W_k, W_q, inputs)
-    assert float(value) == pytest.approx(float(total.detach()), rel=1e-12)
+    assert float(value) == pytest.approx(float(total.detach()), rel=1e-12, abs=0)
     for g, r in zip(grads, refs, strict=True):
         assert torch.allclose(g, r, atol=1e-12 * float(r.abs().max()))
 
@@ -230,7 +230,7 @@ def test_lemma4_projection_identity():
                 rhs += delta * float(ds.pi[i]) * (float(T[i, label]) - 1) * float(phi[l]) * proj[l]
             else:
                 rhs += delta * float(ds.pi[i]) * float(T[i, int(n[tok])]) * float(phi[l]) * proj[l]
-    assert lhs == pytest.approx(rhs, rel=1e-10)
+    assert lhs == pytest.approx(rhs, rel=1e-10, abs=0)
     assert abs(lhs) > 1e-6
 
 

@@ -182,8 +182,8 @@ class NTPSamples:
                      source: str = "samples") -> NTPSamples:
         """Samples given directly as (input, label) pairs (not necessarily prefix-closed).
 
-        Tokens are names (vocabulary in order of first appearance unless ``vocab`` is given) or, with
-        ``vocab`` given, ids.
+        Tokens are names (vocabulary in order of first appearance unless ``vocab`` is given) or integer ids
+        (into ``vocab`` if given, else the vocabulary is ``t0, t1, ...`` up to the largest id).
         """
         if len(inputs) == 0:
             raise DataError(f"{source}: the dataset is empty (no samples)")

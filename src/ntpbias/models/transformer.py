@@ -198,6 +198,7 @@ def loss_and_grad_L0(W_ov: torch.Tensor, E: torch.Tensor,
     -------
     loss : scalar tensor. grad : (|V|, d).
     """
+    next_token = next_token.to(W_ov.device)
     tokens = torch.nonzero(next_token >= 0)[:, 0]
     x = E[:, tokens]  # (d, V')
     loss, g = cross_entropy((W_ov @ x).T, next_token[tokens])
