@@ -48,6 +48,24 @@ def load_ntp_data(path: str, *, context_length: int | None, autoregressive: bool
                           max_context=max_context, embedding=embedding)
 
 
+def print_checks(sections) -> None:
+    """A table of theory checks (PASS/FAIL) per report section, on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for section in sections:
+        if not section.checks:
+            continue
+        table = Table(title=section.title, title_justify="left")
+        for col in ("check", "measured", "threshold", "verdict"):
+            table.add_column(col)
+        for c in section.checks:
+            measured = f"{c.measured:.4g}" if isinstance(c.measured, float) else str(c.measured)
+            table.add_row(c.name, measured, c.threshold, "[green]PASS[/]" if c.passed else "[red]FAIL[/]")
+        console.print(table)
+
+
 # ---------------------------------------------------------------------------------------------- commands
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="ntpbias")
@@ -64,7 +82,7 @@ def cli(debug: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def _register_commands() -> None:
-    from . import analyze, corpus, structure  # noqa: F401  (each module adds its command to `cli`)
+    from . import analyze, corpus, reproduce, structure, train  # noqa: F401  (each module adds its command to `cli`)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -61,7 +61,7 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
     from ..io import atomic_path, ensure_dir, write_json
 
     console = _console(quiet)
-    out = ensure_dir(out)
+    out = Path(out)
     with console.status("reading data"):
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)
@@ -74,6 +74,7 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
         "embedding": None if Path(data).suffix == ".npz" else embedding,
     }
     record["ntpbias_version"] = __version__
+    ensure_dir(out)  # only once the results exist: a failed run leaves nothing behind
     with atomic_path(out / "geometry.npz") as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, **result.arrays())

@@ -29,12 +29,25 @@ def cross_entropy(W: torch.Tensor, data: NTPData) -> torch.Tensor:
 def cross_entropy_grad(W: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
     """CE(W) and its closed-form gradient ∇CE(W) = Σ_j π̂_j (S(W h̄_j) - p̂_j) h̄_j^T (§1.4), no autograd.
 
+    The hot path of training: all runs' logits come from one matrix product (W as (B V, d)) in a (B, V, m)
+    layout whose softmax reductions run over the short V axis with contiguous m, and
+    CE = Σ_j π̂_j (logsumexp_z ℓ_{j,z} - Σ_z p̂_{j,z} ℓ_{j,z}).
+
     Returns (loss (...,), grad (..., V, d)).
     """
-    logp = log_probs(W, data)
-    loss = -(data.pi * (data.P * logp).sum(-1)).sum(-1)
-    residual = (torch.exp(logp) - data.P) * data.pi[:, None]  # (..., m, V)
-    return loss, residual.mT @ data.H
+    *batch, V, d = W.shape
+    m = data.m
+    weighted = data._cache.get("pi_P_T")
+    if weighted is None or weighted.dtype != W.dtype:
+        weighted = data._cache["pi_P_T"] = (data.P * data.pi[:, None]).T.contiguous()  # (V, m): π̂_j p̂_{j,z}
+    L = (W.reshape(-1, d) @ data.H.T).view(*batch, V, m)
+    top = L.amax(-2, keepdim=True)
+    E = torch.exp(L - top)
+    Z = E.sum(-2, keepdim=True)
+    lse = (torch.log(Z) + top).squeeze(-2)  # (..., m)
+    loss = (data.pi * lse).sum(-1) - (weighted * L).sum((-2, -1))
+    residual = E * (data.pi / Z) - weighted  # π̂_j (s_j - p̂_j), (..., V, m)
+    return loss, (residual.reshape(-1, m) @ data.H).view(*batch, V, d)
 
 
 def kl_terms(W: torch.Tensor, data: NTPData) -> torch.Tensor:

@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-from scipy.optimize import brentq
 
 from ..data.ntp import NTPData
 from .loss import cross_entropy_grad
@@ -118,41 +117,79 @@ def regularization_path(data: NTPData, B_values, *, tol: float = PATH_TOL) -> li
     (True, 3.0)
     """
     points = {}
-    W = torch.zeros(data.V, data.d, dtype=data.H.dtype, device=data.H.device)
-    state = {"W": W}
-    log_lam_hi = math.log(1e4)
+    state = {"W": torch.zeros(data.V, data.d, dtype=data.H.dtype, device=data.H.device)}
+    history: list[tuple[float, float]] = []  # (log B, log λ) of solved points, to extrapolate the next guess
+    floor = math.log(1e-16)
     for B in sorted(float(b) for b in B_values):
 
         def excess(log_lam: float, B=B) -> float:
+            """log ||W_λ|| - log B: decreasing in λ; warm-started from the last solve."""
             lam = math.exp(log_lam)
-            W_lam, _ = _ridge(data, lam, state["W"], gtol=1e-3 * tol * lam * B)
-            state["W"] = W_lam
-            return math.log(float(torch.linalg.vector_norm(W_lam))) - math.log(B)
+            state["W"], _ = _ridge(data, lam, state["W"], gtol=1e-3 * tol * lam * B)
+            return math.log(float(torch.linalg.vector_norm(state["W"]))) - math.log(B)
 
-        lo = log_lam_hi
-        while excess(lo) > 0 and lo < 30:  # increase λ until ||W_λ|| < B
-            lo += 4.0
-        hi = lo
-        while True:  # decrease λ until ||W_λ|| >= B, or declare the minimum interior
-            hi -= 4.0
-            if excess(hi) >= 0 or hi < math.log(1e-16):
-                break
-        lam_floor = hi < math.log(1e-16) and excess(hi) < 0
-        if lam_floor:
-            log_lam = hi
-            note = "the minimum of CE inside the ball is not on the sphere ||W|| = B (or λ underflowed)"
-        else:
-            log_lam = brentq(excess, hi, hi + 4.0, xtol=1e-13, rtol=1e-13, maxiter=200)
-            note = ""
+        log_lam, interior = _solve_log_lambda(excess, _initial_guess(history, math.log(B)), floor, tol)
+        note = "the minimum of CE inside the ball is not on the sphere ||W|| = B (or λ underflowed)" if interior \
+            else ""
         lam = math.exp(log_lam)
         W, gnorm = _ridge(data, lam, state["W"], gtol=1e-3 * tol * lam * B)
         state["W"] = W
         kkt = gnorm / (lam * B)
         norm = float(torch.linalg.vector_norm(W))
-        attained = (not lam_floor) and abs(norm - B) <= tol * B and kkt <= tol
+        attained = (not interior) and abs(norm - B) <= tol * B and kkt <= tol
         if not attained and not note:
             note = f"float64 precision limit: KKT residual {kkt:.1e}, | ||W|| - B | / B = {abs(norm - B) / B:.1e}"
         points[B] = PathPoint(B=B, W=W, loss=float(cross_entropy_grad(W, data)[0]), lam=lam,
                               kkt_residual=kkt, attained=attained, note=note)
-        log_lam_hi = log_lam + 4.0
+        if not interior:
+            history.append((math.log(B), log_lam))
     return [points[float(b)] for b in B_values]
+
+
+def _initial_guess(history: list[tuple[float, float]], log_B: float) -> float:
+    """log λ guess for the next B: linear extrapolation in (log B, log λ) from the last two solved points."""
+    if not history:
+        return 0.0
+    if len(history) == 1:
+        return history[-1][1] - 2.0
+    (b0, l0), (b1, l1) = history[-2:]
+    return l1 + (l1 - l0) / (b1 - b0) * (log_B - b1) if b1 != b0 else l1 - 2.0
+
+
+def _solve_log_lambda(excess, guess: float, floor: float, tol: float) -> tuple[float, bool]:
+    """Root of the decreasing function ``excess`` in log λ: bracket from ``guess``, then Illinois regula falsi.
+
+    Returns (log λ, interior) where interior means no root above ``floor`` (the minimum lies inside the ball).
+    """
+    x0, g0 = guess, excess(guess)
+    step = 1.0 if g0 > 0 else -1.0  # g > 0: ||W|| too large, increase λ
+    x1, g1 = x0, g0
+    while (g1 > 0) == (g0 > 0) and g1 != 0:
+        x0, g0 = x1, g1
+        x1 = x1 + step
+        if x1 < floor:
+            return x0, True
+        g1 = excess(x1)
+        step *= 2.0
+    lo, glo, hi, ghi = (x0, g0, x1, g1) if x0 < x1 else (x1, g1, x0, g0)  # glo >= 0 >= ghi
+    side = 0
+    for _ in range(100):
+        if abs(ghi) < abs(glo):
+            best, gbest = hi, ghi
+        else:
+            best, gbest = lo, glo
+        if abs(gbest) <= 1e-3 * tol or hi - lo <= 1e-12:
+            return best, False
+        x = hi - ghi * (hi - lo) / (ghi - glo)
+        g = excess(x)
+        if g > 0:
+            lo, glo = x, g
+            if side == -1:
+                ghi /= 2
+            side = -1
+        else:
+            hi, ghi = x, g
+            if side == 1:
+                glo /= 2
+            side = 1
+    return best, False

@@ -1,0 +1,101 @@
+"""``ntpbias reproduce`` and ``ntpbias list``: the papers' experiments, figures and theory checks."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from . import _console, cli, print_checks
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--scale", type=click.Choice(["quick", "paper"]), default="quick", show_default=True,
+              help="quick: minutes on a laptop CPU; paper: the papers' sizes.")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Independent seeds per training run (mean and spread in the figures).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--resume", is_flag=True, help="Continue interrupted trainings from their checkpoints.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def reproduce(ids, out, scale, seeds, device, resume, as_json, quiet):
+    """Reproduce experiments and figures: trainings, theory checks, figures and report.html.
+
+    IDS are experiment groups or figure IDs (see `ntpbias list`); default: all. One group writes its run
+    directory into OUT; several write OUT/<group>/ each plus a combined OUT/report.html and OUT/summary.json.
+
+    \b
+    Examples:
+      ntpbias reproduce all --out runs/all                 # every experiment at quick scale
+      ntpbias reproduce linear --out runs/linear --seeds 5
+      ntpbias reproduce linear-fig4 linear-fig5 --out runs/fig45 --scale paper
+    """
+    from .._tensor import resolve_device
+    from ..experiments import GROUPS, RunContext
+    from ..experiments.base import resolve_ids
+    from ..io import ensure_dir, write_json
+    from ..report.html import render
+
+    resolve_device(device)
+    chosen = resolve_ids(list(ids))
+    out = ensure_dir(out)
+    console = _console(quiet)
+    command = "ntpbias " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "ntpbias reproduce"
+    sections = []
+    t0 = time.perf_counter()
+    for gid, figures in chosen.items():
+        group_dir = out if len(chosen) == 1 else out / gid
+        console.log(f"[bold]{GROUPS[gid].title}[/]")
+        ctx = RunContext(out=group_dir, scale=scale, seeds=seeds, device=device, progress=not quiet, resume=resume,
+                         figures=figures, say=lambda msg: console.log(msg))
+        section = GROUPS[gid].run(ctx)
+        sections.append(section if len(chosen) == 1 else section.relocate(gid))
+    if len(chosen) > 1:
+        render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
+        write_json(out / "summary.json", {
+            "command": command, "scale": scale, "seeds": seeds, "seconds": time.perf_counter() - t0,
+            "sections": [s.as_dict() for s in sections],
+            "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
+            "passed": all(s.passed for s in sections),
+        })
+    if as_json:
+        click.echo((Path(out) / "summary.json").read_text(encoding="utf-8"))
+    else:
+        print_checks(sections)
+        n = sum(len(s.checks) for s in sections)
+        passed = sum(c.passed for s in sections for c in s.checks)
+        click.echo(f"{passed}/{n} theory checks passed; report: {Path(out) / 'report.html'}")
+
+
+@cli.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_(as_json):
+    """List the presets (for `train --preset`) and the experiment/figure IDs (for `reproduce`).
+
+    \b
+    Example:
+      ntpbias list
+    """
+    import json
+
+    from ..experiments import GROUPS, PRESETS
+
+    if as_json:
+        click.echo(json.dumps({
+            "presets": {p.name: p.description for p in PRESETS.values()},
+            "groups": {g.id: {"title": g.title, "figures": g.figures} for g in GROUPS.values()},
+        }, indent=2))
+        return
+    click.echo("Experiments and figures (ntpbias reproduce ID ...):")
+    for g in GROUPS.values():
+        click.echo(f"  {g.id:<22} {g.title}")
+        for fid, desc in g.figures.items():
+            click.echo(f"    {fid:<20} {desc}")
+    click.echo("\nPresets (ntpbias train --preset NAME):")
+    for p in PRESETS.values():
+        click.echo(f"  {p.name:<22} {p.description}")

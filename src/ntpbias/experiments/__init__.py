@@ -1,0 +1,9 @@
+"""One module per paper: presets, the runs behind each figure, and the theory checks.
+
+Importing this package registers every paper's presets, trainers and reproduce groups (see :mod:`.base`).
+"""
+
+from . import linear  # noqa: F401
+from .base import GROUPS, PRESETS, TRAINERS, RunContext
+
+__all__ = ["GROUPS", "PRESETS", "TRAINERS", "RunContext"]
