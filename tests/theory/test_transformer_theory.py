@@ -397,3 +397,27 @@ def test_stage2_random_dataset_direction_and_linear_rate():
     slope, intercept = np.polyfit(t, y, 1)
     r2 = 1 - ((y - (slope * t + intercept)) ** 2).sum() / ((y - y.mean()) ** 2).sum()
     assert slope < 0 and r2 > 0.95
+
+
+@pytest.mark.slow
+def test_lemma7_on_a_long_example1_run():
+    """Spec check 19: Lemma 7's inequality for t >= t_0 = 2080 on Example 1 (t < 6000)."""
+    E = token_embeddings(4)
+    ds, st, W_ov, inputs = _train_example1(E)
+    star = th.wkq_star(st, E)
+    eta = 0.025
+    t0 = th.lemma7_t0(eta, ds.L_max, star.norm)
+    assert t0 == 2080
+    checked = []
+
+    def on_step(t, W, out, G):
+        if t >= t0:
+            norm = float(torch.linalg.vector_norm(W))
+            alpha = th.lemma7_alpha(norm, ds.N, ds.L_max, star.norm)
+            lhs = float((G * W).sum())
+            rhs = (1 + alpha) * float((G * star.W).sum()) * norm / star.norm
+            assert lhs >= rhs - 1e-12 * abs(rhs)
+            checked.append(t)
+
+    _stage2(W_ov, inputs, eta, 6000, on_step=on_step)
+    assert len(checked) == 6000 - t0
