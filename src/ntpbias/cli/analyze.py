@@ -38,11 +38,19 @@ def _fmt(x) -> str:
 @click.option("--max-context", type=int, default=None, help="With --autoregressive: longest prefix used.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
-@click.option("--solver", type=click.Choice(["auto", "clarabel"]), default="auto", show_default=True,
-              help="Backend of the NTP-SVM.")
+@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual"]), default="auto", show_default=True,
+              help="Backend of the NTP-SVM: Clarabel (small problems) or the matrix-free dual solver; auto picks "
+                   "by size.")
+@click.option("--float32", "float32", is_flag=True,
+              help="Run the dual solver in float32 (its certificate is still checked, and refined, in float64).")
+@click.option("--max-iter", type=click.IntRange(min=1), default=None,
+              help="Iteration cap of the dual solver (default 20000).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where the matrix-free computations run.")
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, as_json, quiet):
+def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
+            as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
 
     DATA is an NTP dataset .npz (H: m x d, P: m x V, optional pi, vocab, contexts) or a sequences .txt
@@ -54,19 +62,28 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
       ntpbias analyze data.npz --out runs/a
       ntpbias analyze text.txt --context-length 1 --out runs/bigram
       ntpbias analyze text.txt --autoregressive --embedding gaussian:d=200,seed=1 --out runs/ar --json
+      ntpbias analyze big.npz --solver dual --float32 --device cuda --out runs/big
     """
     import numpy as np
 
+    from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
     from ..io import atomic_path, ensure_dir, write_json
 
     console = _console(quiet)
+    dev = resolve_device(device)
     out = Path(out)
     with console.status("reading data"):
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)
+    if dev.type != "cpu":
+        ntp = ntp.to(dev)
+    options = {"dtype": "float32"} if float32 else {}
+    if max_iter is not None:
+        options["max_iter"] = max_iter
     with console.status("analyzing") as status:
-        result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(f"analyzing: {msg}"))
+        result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(f"analyzing: {msg}"),
+                              solver_options=options)
     record = result.to_dict()
     record["input"] = {
         "path": str(data), "sha256": _sha256(Path(data)), "context_length": context_length,
@@ -95,17 +112,21 @@ def _print_analysis(rec: dict, out: Path) -> None:
     rows = [
         ("contexts m / vocabulary V / dim d", f"{rec['m']} / {rec['V']} / {rec['d']}"),
         ("entropy H (nats)", _fmt(rec["entropy"])),
-        ("dim F (of Vd)", f"{rec['dim_F']} (of {rec['ambient_dim']})"),
+        ("dim F (of Vd)", f"{rec['dim_F']} (of {rec['ambient_dim']}; {rec['subspace_method']} method)"),
         ("equalities / inequalities", f"{rec['n_equalities']} / {rec['n_inequalities']}"),
         ("NTP_H-compatible", f"{_fmt(rec['compatible'])} (residual {rec['compatibility_residual']:.2e})"),
-        ("NTP-separable", f"{_fmt(rec['separable'])} (certificate residual "
-                          f"{rec['separability_certificate']['residual']:.2e})"),
+        ("NTP-separable", f"{_fmt(rec['separable'])} (decided by {rec['separability_method']}, certificate "
+                          f"residual {rec['separability_certificate']['residual']:.2e})"),
         ("||W*||", _fmt(rec["norm_W_star"])),
         ("||W^mm||", _fmt(rec["norm_W_mm"])),
         ("max normalized margin 1/||W^mm||", _fmt(rec["margin"])),
     ]
     if rec["kkt"] is not None:
-        rows.append(("solver", f"{rec['solver']} ({rec['solve_seconds']:.2f} s, {rec['status']})"))
+        extra = rec["solver_details"] or {}
+        how = ", ".join(f"{extra[k]}" for k in ("form", "precision") if k in extra)
+        iters = f", {rec['solver_iterations']} iterations" if rec["solver_iterations"] is not None else ""
+        rows.append(("solver", f"{rec['solver']}{' (' + how + ')' if how else ''}: {rec['solve_seconds']:.2f} s"
+                               f"{iters}, {rec['status']}"))
         rows.append(("KKT worst residual", f"{max(rec['kkt'].values()):.2e}"))
     for k, v in rows:
         table.add_row(k, v)

@@ -19,7 +19,7 @@ from .constraints import constraints
 from .loss import smoothness_bound
 from .separability import SeparabilityResult, ntp_separability
 from .subspace import subspace
-from .svm import SVMResult, ntp_svm
+from .svm import MarginProgram, SVMResult, ntp_svm
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,6 +35,7 @@ class Analysis:
     svm: SVMResult | None
     seconds: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    subspace_method: str = "exact"
 
     def to_dict(self) -> dict:
         """The ``analysis.json`` record (DESIGN.md §2)."""
@@ -57,12 +58,15 @@ class Analysis:
             "compatible": self.compatible,
             "compatibility_residual": self.compatibility_residual,
             "separable": self.separability.separable,
+            "separability_method": self.separability.method,
+            "subspace_method": self.subspace_method,
             "separability_certificate": {
                 "kind": "separating W (margin 1, in F^perp)" if self.separability.separable
                 else "Gordan multipliers (A_in^T y + A_eq^T mu = 0, y >= 0, sum y = 1)",
                 "residual": self.separability.residual,
                 "certified": self.separability.certified,
                 "reason": self.separability.reason,
+                "method": self.separability.method,
             },
             "margin": None if svm is None else 1.0 / svm.norm,
             "min_logit_gap_W_mm": None if svm is None else svm.margin,
@@ -70,6 +74,7 @@ class Analysis:
             "norm_W_mm": None if svm is None else svm.norm,
             "n_support_vectors": None if svm is None else svm.n_active,
             "solver": None if svm is None else svm.solver,
+            "solver_details": None if svm is None else svm.details,
             "solve_seconds": None if svm is None else svm.solve_seconds,
             "solver_iterations": None if svm is None else svm.iterations,
             "status": None if svm is None else svm.status,
@@ -101,10 +106,17 @@ class Analysis:
         return out
 
 
-def analyze(data: NTPData, *, solver: str = "auto", progress=None) -> Analysis:
+def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_method: str = "auto",
+            subspace_method: str = "auto", solver_options: dict | None = None) -> Analysis:
     """Compute H, F, W*, compatibility, separability and W^mm for ``data``.
 
     ``progress``: optional callable receiving a short description of each stage (for a status display).
+    ``solver``: the NTP-SVM backend (``"auto"``, ``"clarabel"``, ``"dual"``); ``separability_method``:
+    ``"auto"``, ``"lp"``, ``"dual"`` (:func:`~ntpbias.geometry.separability.ntp_separability`);
+    ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"`` (:class:`~ntpbias.geometry.subspace.DataSubspace`).
+    Small problems get the exact Gram eigendecomposition, the LP and Clarabel; large ones the matrix-free path,
+    where the dual solver's certified W^mm is both the separability certificate and the NTP-SVM solution (solved
+    once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to the dual solver.
 
     Examples
     --------
@@ -119,20 +131,26 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None) -> Analysis:
     notes = []
     t0 = time.perf_counter()
     say("subspace F and W*")
-    F = subspace(data)
+    F = subspace(data, subspace_method)
     seconds["subspace"] = time.perf_counter() - t0
     if not F.compatible:
         notes.append("not NTP_H-compatible: no W matches every in-support log-odds ratio, so CE cannot reach H "
                      "(Def. 1 of paper A); W_star is the least-squares solution in F")
+    options = dict(solver_options or {})
     t0 = time.perf_counter()
-    say("separability LP")
-    sep = ntp_separability(data)
+    say("separability")
+    sep = ntp_separability(data, method=separability_method, **options)
     seconds["separability"] = time.perf_counter() - t0
     svm = None
     if sep.separable:
         t0 = time.perf_counter()
         say("NTP-SVM")
-        svm = ntp_svm(data, solver)
+        cons = constraints(data)
+        backend = MarginProgram(cons.ineq, cons.eq).choose_solver(solver)
+        if sep.svm is not None and backend == "dual":
+            svm = sep.svm  # the dual solver's W^mm already decided separability
+        else:
+            svm = ntp_svm(data, backend, **(options if backend == "dual" else {}))
         seconds["svm"] = time.perf_counter() - t0
         if not svm.certified:
             notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.kkt.worst:.2e} > "
@@ -142,4 +160,5 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None) -> Analysis:
     if not sep.certified:
         notes.append(f"the separability certificate has residual {sep.residual:.2e} (above tolerance)")
     return Analysis(data=data, dim_F=F.dim, W_star=F.W_star, compatibility_residual=F.compatibility_residual,
-                    compatible=F.compatible, separability=sep, svm=svm, seconds=seconds, notes=notes)
+                    compatible=F.compatible, separability=sep, svm=svm, seconds=seconds, notes=notes,
+                    subspace_method=F.method)

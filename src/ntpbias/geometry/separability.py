@@ -1,14 +1,21 @@
-"""NTP-separability (Def. 2 of paper A, eqs. (6a)-(6b)) decided by a linear program, with a certificate.
+"""NTP-separability (Def. 2 of paper A, eqs. (6a)-(6b)) decided with a certificate, by an LP or by the dual solver.
 
 Separable: some W satisfies A_eq(W) = 0 (W ∈ F^⊥, in-support logits tied) and A_in(W) >= 1 (in-support logits
-exceed out-of-support ones). The LP (HiGHS through scipy) either returns such a W, which is then cleaned
-(projected onto F^⊥ exactly and rescaled to margin 1) and checked, or reports infeasibility, in which case a
-Gordan-type certificate is computed: y >= 0 with Σy = 1 and μ such that A_in^T y + A_eq^T μ = 0, which proves
-that no W has A_in(W) > 0 and A_eq(W) = 0 (since then 0 = <W, A_in^T y + A_eq^T μ> = y^T A_in(W) > 0).
+exceed out-of-support ones). Two methods:
+
+* ``"lp"`` (small problems): the LP (HiGHS through scipy) either returns such a W, which is then cleaned
+  (projected onto F^⊥ exactly and rescaled to margin 1) and checked, or reports infeasibility, in which case a
+  Gordan-type certificate is computed: y >= 0 with Σy = 1 and μ such that A_in^T y + A_eq^T μ = 0, which proves
+  that no W has A_in(W) > 0 and A_eq(W) = 0 (since then 0 = <W, A_in^T y + A_eq^T μ> = y^T A_in(W) > 0).
+* ``"dual"`` (large problems, where the LP's constraint matrix is too big): the matrix-free dual solver of the
+  NTP-SVM (:mod:`ntpbias.geometry.dual`). A certified W^mm is a separating W (cleaned and rescaled as above) and
+  is kept for the NTP-SVM; a diverging dual yields normalized multipliers as the Gordan certificate, whose
+  residual is reported (it is small but not zero: divergence is detected at a finite iterate).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,11 +26,15 @@ from scipy.optimize import linprog
 from ..data.ntp import NTPData
 from ..errors import SolverError
 from .constraints import constraints
+from .dual import DIVERGENCE_TOL, solve_dual
 from .subspace import subspace
+from .svm import KKT_TOL, MarginProgram, SVMResult
 
 #: A separating certificate must have margin >= 1 - CERT_TOL after cleaning; an infeasibility certificate
 #: must have residual ||A_in^T y + A_eq^T μ|| <= CERT_TOL.
 CERT_TOL = 1e-7
+#: ``method="auto"`` solves the LP up to this many constraint-matrix nonzeros and uses the dual solver beyond.
+LP_MAX_NNZ = 300_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +54,10 @@ class SeparabilityResult:
         ``residual <= CERT_TOL``.
     reason : str
         One line saying why (shown in reports).
+    method : str
+        What decided: ``"lp"``, ``"dual"``, or ``"trivial"`` (no out-of-support token).
+    svm : SVMResult or None
+        With ``method="dual"`` on separable data: the NTP-SVM solution whose W^mm served as the certificate.
     """
 
     separable: bool
@@ -52,10 +67,16 @@ class SeparabilityResult:
     residual: float
     certified: bool
     reason: str
+    method: str = "lp"
+    svm: SVMResult | None = None
 
 
-def ntp_separability(data: NTPData) -> SeparabilityResult:
-    """Decide NTP-separability of ``data`` with an LP and return a checkable certificate.
+def ntp_separability(data: NTPData, *, method: str = "auto", **solver_options) -> SeparabilityResult:
+    """Decide NTP-separability of ``data`` and return a checkable certificate.
+
+    ``method``: ``"auto"`` (the LP up to :data:`LP_MAX_NNZ` constraint nonzeros, the dual solver beyond),
+    ``"lp"`` or ``"dual"``. ``solver_options`` (``dtype``, ``device``, ``max_iter``, ``warm_start``) go to the
+    dual solver.
 
     Examples
     --------
@@ -65,10 +86,15 @@ def ntp_separability(data: NTPData) -> SeparabilityResult:
     True
     """
     cons = constraints(data)
+    if method not in ("auto", "lp", "dual"):
+        raise SolverError(f"unknown separability method {method!r}; choose auto, lp or dual")
     if len(cons.ineq) == 0:
         return SeparabilityResult(False, None, None, None, 0.0, True,
                                   "every context has full support: the entropy is attained at W* and no "
-                                  "out-of-support token needs to be separated")
+                                  "out-of-support token needs to be separated", method="trivial")
+    program = MarginProgram(cons.ineq, cons.eq)
+    if method == "dual" or (method == "auto" and program.nnz > LP_MAX_NNZ):
+        return _dual_verdict(data, program, **solver_options)
     A_in = cons.ineq.to_sparse()
     A_eq = cons.eq.to_sparse() if len(cons.eq) else None
     n = A_in.shape[1]
@@ -88,6 +114,35 @@ def ntp_separability(data: NTPData) -> SeparabilityResult:
     elif res.status not in (2,):  # 2 = infeasible
         raise SolverError(f"separability LP failed: {res.message}")
     return _gordan_certificate(A_in, A_eq, data)
+
+
+def _dual_verdict(data: NTPData, program: MarginProgram, **options) -> SeparabilityResult:
+    """Separability from the dual NTP-SVM solver: W^mm (cleaned) as the separating W, or Gordan multipliers."""
+    start = time.perf_counter()
+    run = solve_dual(program, tol=KKT_TOL, **options)
+    if run.diverged:
+        residual = float(torch.linalg.vector_norm(program._stack(run.lam, run.mu)))
+        return SeparabilityResult(
+            False, None, run.lam, run.mu, residual, residual <= CERT_TOL,
+            "no W in F^⊥ separates in-support from out-of-support tokens: the dual of the NTP-SVM diverges "
+            f"(Gordan multipliers from the dual solver after {run.iterations} iterations; every W has normalized "
+            f"margin below {DIVERGENCE_TOL:g} x max constraint norm)", method="dual")
+    status = "optimal" if run.converged else f"iteration limit ({run.iterations} iterations; raise max_iter)"
+    svm = program.finish(program._stack(run.lam, run.mu), run.lam, run.mu, solver="dual", start=start,
+                         iterations=run.iterations, status=status, tol=KKT_TOL,
+                         details={"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz})
+    W = subspace(data).project_perp(svm.W)
+    margin = float(program.ineq.apply(W).min())
+    if margin <= 0:
+        raise SolverError(f"the dual solver stopped after {run.iterations} iterations without deciding separability "
+                          f"(KKT residual {svm.kkt.worst:.1e}); raise max_iter or use the LP (method='lp')")
+    W = W / margin
+    eq_res = float(program.eq.apply(W).abs().max()) if program.eq is not None else 0.0
+    residual = max(1 - float(program.ineq.apply(W).min()), eq_res, 0.0)
+    how = "the certified" if svm.certified else "an uncertified (iteration-capped)"
+    return SeparabilityResult(True, W, None, None, residual, residual <= CERT_TOL,
+                              f"{how} max-margin W^mm from the dual solver, projected onto F^⊥, has every "
+                              "in-support logit above every out-of-support logit", method="dual", svm=svm)
 
 
 def _gordan_certificate(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, data: NTPData) -> SeparabilityResult:

@@ -1,14 +1,20 @@
 """The data subspace F, its projections, and the finite component W* (spec linear_ntp.md §2.1-§2.3).
 
 F = span{(e_z - e_z') h̄_j^T : z ≠ z' ∈ S_j, j ∈ [m]} (eq. (5) of paper A) ⊂ R^{V x d} is spanned by the
-Σ_j (S_j - 1) anchor rows A of :class:`~ntpbias.geometry.constraints.NTPConstraints`. Everything is computed
-through the Gram matrix G = A A^T (size Σ(S_j - 1), assembled from H H^T), never through a dense
-(Vd x Vd) projector:
+Σ_j (S_j - 1) anchor rows A of :class:`~ntpbias.geometry.constraints.NTPConstraints`. Everything goes
+through the Gram operator G = A A^T (size Σ(S_j - 1)), never through a dense (Vd x Vd) projector:
 
 * P_F(W) = A^T G^† A(W) and P_⊥(W) = W - P_F(W);
 * dim F = rank G;
 * W* = A^T G^† b, the minimum-norm solution of the compatibility equations A(W) = b (eq. (4)), which lies
   in F; the data are NTP_H-compatible iff the residual ||A(W*) - b|| vanishes.
+
+Two methods. ``"exact"`` assembles G from H H^T and eigendecomposes it (small problems). ``"iterative"``
+(used above :data:`EXACT_MAX_ROWS` rows) never forms G: P_F and W* come from preconditioned conjugate
+gradients on G applied as A(A^T ·) (:func:`~ntpbias.geometry.dual.gram_solve`, two matrix products per
+iteration), with CGLS (:func:`~ntpbias.geometry.dual.min_norm_lstsq`) for W* when the equations turn out
+inconsistent; dim F comes from the structure F = {U H : U ∈ 𝒟}, 𝒟 = {U (V x m): column j supported on S_j and
+summing to 0}, dim 𝒟 = Σ_j (S_j - 1) (see :func:`dim_F`).
 """
 
 from __future__ import annotations
@@ -16,10 +22,19 @@ from __future__ import annotations
 import torch
 
 from ..data.ntp import NTPData
+from ..errors import ConfigError
 from .constraints import constraints
+from .dual import gram_solve, min_norm_lstsq
 
 #: Relative tolerance (to ||b||, at least 1) on the compatibility residual.
 COMPATIBILITY_TOL = 1e-8
+#: ``method="auto"`` eigendecomposes the Gram matrix up to this many rows Σ_j (S_j - 1), and is matrix-free beyond.
+EXACT_MAX_ROWS = 1500
+#: Relative residual of the conjugate-gradient solves of the iterative method.
+CG_RTOL = 1e-12
+#: Singular values of H[J_v] below this times the largest count as zero in :func:`dim_F` (as the exact
+#: method's eigenvalue cutoff 1e-10 on G, in singular values).
+RANK_RTOL = 1e-5
 
 
 class DataSubspace:
@@ -38,15 +53,27 @@ class DataSubspace:
     True
     """
 
-    def __init__(self, data: NTPData):
+    def __init__(self, data: NTPData, method: str = "auto"):
         cons = constraints(data)
         self.data = data
         self.A = cons.eq
         self.log_odds = cons.log_odds
         R = len(self.A)
+        if method not in ("auto", "exact", "iterative"):
+            raise ConfigError(f"unknown subspace method {method!r}; choose auto, exact or iterative")
+        self.method = method if method != "auto" else ("exact" if R <= EXACT_MAX_ROWS else "iterative")
+        self.cg_iterations = 0
         if R == 0:  # every support has one token (one-hot labels): F = {0}
             self.dim = 0
             self._pinv = torch.zeros(0, 0, dtype=data.H.dtype, device=data.H.device)
+        elif self.method == "iterative":
+            self._pinv = None
+            self.dim = dim_F(data)
+            if self.dim == R:  # G is nonsingular: the equations are consistent (compatible data)
+                nu, _, self.cg_iterations = gram_solve(self.A, self.log_odds, rtol=CG_RTOL)
+                W_star = self.A.adjoint(nu)
+            else:  # possibly inconsistent: the minimum-norm least-squares solution
+                W_star, self.cg_iterations = min_norm_lstsq(self.A, self.log_odds, rtol=CG_RTOL)
         else:
             G = self.A.gram()
             evals, evecs = torch.linalg.eigh(G)
@@ -55,8 +82,10 @@ class DataSubspace:
             self.dim = int(keep.sum())
             Q = evecs[:, keep]
             self._pinv = (Q / evals[keep]) @ Q.T
-        self.W_star = self.A.adjoint(self.log_odds @ self._pinv) if R else torch.zeros(
-            data.V, data.d, dtype=data.H.dtype, device=data.H.device)
+        if self.method == "exact" or R == 0:
+            W_star = self.A.adjoint(self.log_odds @ self._pinv) if R else torch.zeros(
+                data.V, data.d, dtype=data.H.dtype, device=data.H.device)
+        self.W_star = W_star
         residual = self.A.apply(self.W_star) - self.log_odds if R else self.log_odds
         self.compatibility_residual = float(torch.linalg.vector_norm(residual))
         scale = max(1.0, float(torch.linalg.vector_norm(self.log_odds)))
@@ -68,9 +97,11 @@ class DataSubspace:
         return self.data.V * self.data.d
 
     def project(self, W: torch.Tensor) -> torch.Tensor:
-        """P_F(W) for W (..., V, d)."""
+        """P_F(W) for W (..., V, d) (iterative method: one batched conjugate-gradient solve)."""
         if self.dim == 0:
             return torch.zeros_like(W)
+        if self._pinv is None:
+            return self.A.adjoint(gram_solve(self.A, self.A.apply(W), rtol=CG_RTOL)[0])
         return self.A.adjoint(self.A.apply(W) @ self._pinv)
 
     def project_perp(self, W: torch.Tensor) -> torch.Tensor:
@@ -84,12 +115,49 @@ class DataSubspace:
 
     def __repr__(self) -> str:
         return (f"DataSubspace(dim={self.dim} of {self.ambient_dim}, compatible={self.compatible}, "
-                f"||W*||={self.norm_W_star:.6g}, residual={self.compatibility_residual:.3g})")
+                f"||W*||={self.norm_W_star:.6g}, residual={self.compatibility_residual:.3g}, method={self.method})")
 
 
-def subspace(data: NTPData) -> DataSubspace:
-    """The (cached) :class:`DataSubspace` of ``data``."""
-    if "subspace" not in data._cache:
-        data._cache["subspace"] = DataSubspace(data)
-    return data._cache["subspace"]
+def subspace(data: NTPData, method: str = "auto") -> DataSubspace:
+    """The (cached) :class:`DataSubspace` of ``data``; ``method``: ``"auto"``, ``"exact"`` or ``"iterative"``."""
+    key = "subspace" if method == "auto" else f"subspace:{method}"
+    if key not in data._cache:
+        data._cache[key] = DataSubspace(data, method)
+    return data._cache[key]
 
+
+def dim_F(data: NTPData) -> int:
+    """dim F without the Gram matrix: Σ_j (S_j - 1) minus the dimension of the kernel of U ↦ U H on 𝒟.
+
+    With J_v = {j : v ∈ S_j}, row v of U H is U[v, J_v] H[J_v], so U is in the kernel iff each U[v, J_v] lies in
+    the left null space N_v of H[J_v] (dimension n_v = |J_v| - rank H[J_v]) and the columns of U sum to zero.
+    With U[v, J_v] = B_v c_v (B_v an orthonormal basis of N_v) the kernel is {(c_v) : M c = 0},
+    M = [E_1 B_1 ... E_V B_V] (E_v embeds R^{J_v} in R^m), so its dimension is Σ_v n_v - rank M, and
+    rank M = rank M M^T with M M^T = Σ_v E_v (I - Q_v Q_v^T) E_v^T (m x m; Q_v an orthonormal basis of the
+    columns of H[J_v]). When H has full row rank every n_v is 0 and dim F = Σ_j (S_j - 1) at the cost of one thin
+    SVD of H[J_v] per token (a one-time setup, no Gram matrix).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> dim_F(NTPData.from_arrays(torch.ones(2, 1), [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]))  # h_1 = h_2: one direction
+    1
+    """
+    S, H = data.support, data.H
+    R = int(S.sum()) - data.m
+    MMt = None
+    n_null = 0
+    for v in torch.nonzero(S.sum(0) > 0).flatten().tolist():  # one thin SVD per token: setup, not a hot path
+        J = torch.nonzero(S[:, v]).flatten()
+        Q, sv, _ = torch.linalg.svd(H[J], full_matrices=False)
+        rank = int((sv > RANK_RTOL * float(sv.max())).sum()) if float(sv.max()) > 0 else 0
+        if rank < len(J):
+            n_null += len(J) - rank
+            if MMt is None:
+                MMt = torch.zeros(data.m, data.m, dtype=H.dtype, device=H.device)
+            Qr = Q[:, :rank]
+            MMt[J[:, None], J] += torch.eye(len(J), dtype=H.dtype, device=H.device) - Qr @ Qr.T
+    if MMt is None:
+        return R
+    return R - (n_null - int(torch.linalg.matrix_rank(MMt, hermitian=True, rtol=RANK_RTOL ** 2)))

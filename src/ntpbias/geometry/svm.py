@@ -13,14 +13,17 @@ returns an :class:`SVMResult` whose :class:`KKT` residuals are recomputed from (
 solver, so a result is only called certified when it can be checked.
 
 Backends: ``"clarabel"`` (cvxpy with the Clarabel interior-point solver named explicitly, the reference for
-small and medium problems; the constraints are assembled as one sparse matrix).
+small problems; the constraints are assembled as one sparse matrix) and ``"dual"`` (the matrix-free accelerated
+projected-gradient method of :mod:`ntpbias.geometry.dual` on (D): two matrix products per iteration, memory linear
+in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts).
+``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the dual beyond.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -28,11 +31,18 @@ import torch
 from ..data.ntp import NTPData
 from ..errors import NotSeparableError, SolverError
 from .constraints import LogitGaps, constraints
+from .dual import DIVERGENCE_TOL, gram_solve, solve_dual
 
 #: A result is certified when every KKT residual is at most this.
 KKT_TOL = 1e-6
-#: Active-set polishing is attempted when the active rows number at most this.
-POLISH_MAX_ROWS = 4000
+#: Active-set polishing solves its linear system densely (exactly) up to this many rows and by matrix-free
+#: conjugate gradients beyond.
+POLISH_MAX_ROWS = 1000
+#: ``solver="auto"`` uses Clarabel up to this many nonzeros in the constraint matrices, the dual method beyond
+#: (Clarabel's KKT factorization is dense in min(#variables, #constraints) here: spec dependencies.md §1).
+AUTO_CLARABEL_MAX_NNZ = 300_000
+#: The backends of :meth:`MarginProgram.solve`.
+SOLVERS = ("auto", "clarabel", "dual")
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ class SVMResult:
     kkt : KKT residuals recomputed from (W, λ, μ).
     status : "optimal" (certified to ``tol``) or "inaccurate" (the solver stopped short; the residuals say by how much).
     solver : backend name.  solve_seconds : wall time of the solve.  iterations : solver iterations if known.
+    details : backend facts (dual: ``form``, ``precision``, ``lipschitz``; both: ``polish`` = how the
+    active-set polish went).
     """
 
     W: torch.Tensor
@@ -83,6 +95,7 @@ class SVMResult:
     iterations: int | None
     tol: float
     margin: float
+    details: dict = field(default_factory=dict)
 
     @property
     def norm(self) -> float:
@@ -112,6 +125,35 @@ class MarginProgram:
     def var_shape(self) -> tuple[int, int]:
         return self.ineq.var_shape
 
+    @property
+    def n_rows(self) -> int:
+        """Number of constraints (inequalities and equalities)."""
+        return len(self.ineq) + (0 if self.eq is None else len(self.eq))
+
+    @property
+    def nnz(self) -> int:
+        """Nonzeros of the stacked constraint matrix (2c per row; rows·c per row with a left factor)."""
+        c = self.ineq.H.shape[1]
+        per_row = 2 * c if self.ineq.left is None else self.ineq.rows * c
+        return self.n_rows * per_row
+
+    def choose_solver(self, solver: str = "auto") -> str:
+        """The backend ``solver`` resolves to: ``"auto"`` -> Clarabel for small problems, the dual beyond."""
+        if solver not in SOLVERS:
+            raise SolverError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+        if solver == "auto":
+            return "clarabel" if self.nnz <= AUTO_CLARABEL_MAX_NNZ else "dual"
+        return solver
+
+    def to(self, device=None, dtype=None) -> MarginProgram:
+        """A copy of the program with its tensors on ``device`` and floating tensors in ``dtype``."""
+        def conv(A: LogitGaps) -> LogitGaps:
+            f = {"device": device, "dtype": dtype or A.H.dtype}
+            return LogitGaps(A.H.to(**f), A.rows, *(getattr(A, n).to(device) for n in "ajbk"),
+                             None if A.left is None else A.left.to(**f))
+
+        return MarginProgram(conv(self.ineq), None if self.eq is None else conv(self.eq))
+
     def _stack(self, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
         """A_in^T λ + A_eq^T μ."""
         out = self.ineq.adjoint(lam)
@@ -131,56 +173,101 @@ class MarginProgram:
         dual = float(lam.sum()) - 0.5 * float((AtY * AtY).sum())
         return KKT(
             primal_violation=viol,
-            dual_violation=_max0(torch.clamp(-lam, min=0)),
+            dual_violation=_max0(torch.clamp(-lam, min=0)) + 0.0,
             complementary_slackness=_max0((lam * (g - 1)).abs()),
             stationarity=float(torch.linalg.vector_norm(W - AtY)) / max(1.0, wnorm2 ** 0.5),
             duality_gap=abs(primal - dual) / max(1.0, primal),
         )
 
-    def solve(self, solver: str = "auto", *, tol: float = KKT_TOL, polish: bool = True, **options) -> SVMResult:
-        """Solve (P). ``solver``: ``"auto"`` or ``"clarabel"``. Raises :class:`NotSeparableError` if infeasible."""
-        if solver == "auto":
-            solver = "clarabel"
-        if solver != "clarabel":
-            raise SolverError(f"unknown solver {solver!r}; choose auto or clarabel")
+    def solve(self, solver: str = "auto", *, tol: float = KKT_TOL, polish: bool = True, warm_start=None,
+              dtype: torch.dtype | str | None = None, device=None, **options) -> SVMResult:
+        """Solve (P) and certify the result.
+
+        Parameters
+        ----------
+        solver : "auto", "clarabel" or "dual" (module doc; :meth:`choose_solver`).
+        tol : float, the KKT tolerance of the certificate.
+        polish : bool, refine on the active set (:meth:`polish`) unless already exact.
+        warm_start : SVMResult, DualSolution or (λ, μ); dual only (Clarabel has no warm start and ignores it).
+        dtype, device : working precision and device of the dual solver (the certificate is computed in the
+            program's own dtype, float64 by default).
+        **options : passed to the backend (Clarabel: ``max_iter``, ``eps``; dual: see
+            :func:`~ntpbias.geometry.dual.solve_dual`).
+
+        Raises
+        ------
+        NotSeparableError
+            The program is infeasible (Clarabel's infeasibility status, or the dual diverging).
+        """
+        name = self.choose_solver(solver)
         start = time.perf_counter()
-        W, lam, mu, iters, status = _solve_clarabel(self, **options)
-        result = self._result(W, lam, mu, solver, start, iters, tol)
+        if name == "clarabel":
+            W, lam, mu, iters, status = _solve_clarabel(self, **options)
+            details = {}
+        else:
+            run = solve_dual(self, tol=tol, warm_start=warm_start, dtype=dtype, device=device, **options)
+            if run.diverged:
+                raise NotSeparableError(
+                    "not separable: the dual of the max-margin program grows without bound (no W reaches a "
+                    f"normalized margin of {DIVERGENCE_TOL:g} x the largest constraint norm; Gordan residual "
+                    f"{run.gordan_residual:.1e}); run `ntpbias analyze` for the separability verdict and its "
+                    "certificate"
+                )
+            lam, mu, iters = run.lam, run.mu, run.iterations
+            W = self._stack(lam, mu)
+            status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
+            details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz}
+        return self.finish(W, lam, mu, solver=name, start=start, iterations=iters, status=status, tol=tol,
+                           polish=polish, details=details)
+
+    def finish(self, W, lam, mu, *, solver: str, start: float, iterations: int | None, status: str, tol: float,
+               polish: bool = True, details: dict | None = None) -> SVMResult:
+        """Certify a backend's (W, λ, μ), polish it unless already exact, and warn if it misses ``tol``."""
+        result = self._result(W, lam, mu, solver, start, iterations, tol, details or {})
         if polish and not (result.certified and result.kkt.worst < 1e-12):
             polished = self.polish(result)
-            if polished is not None and polished.kkt.worst < result.kkt.worst:
+            if polished is None:
+                result.details["polish"] = "rejected (not KKT-valid)"
+            elif polished.kkt.worst < result.kkt.worst:
                 result = polished
+                result.details["polish"] = "applied"
+            else:
+                result.details["polish"] = "no improvement"
         if status != "optimal" and not result.certified:
             warnings.warn(f"{solver} stopped with status {status!r}; KKT residual {result.kkt.worst:.2e} > {tol:g}",
-                          stacklevel=2)
+                          stacklevel=3)
         return result
 
-    def _result(self, W, lam, mu, solver, start, iters, tol) -> SVMResult:
+    def _result(self, W, lam, mu, solver, start, iters, tol, details=None) -> SVMResult:
         kkt = self.certificate(W, lam, mu)
         return SVMResult(
             W=W, dual_ineq=lam, dual_eq=mu, kkt=kkt,
             status="optimal" if kkt.worst <= tol else "inaccurate", solver=solver,
             solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
-            margin=float(self.ineq.apply(W).min()),
+            margin=float(self.ineq.apply(W).min()), details=dict(details or {}),
         )
 
     def polish(self, result: SVMResult, active_tol: float = 1e-6) -> SVMResult | None:
         """Active-set refinement: solve the equality-constrained problem on the (nearly) active rows exactly.
 
         With active rows A_act (margin within ``active_tol`` of 1, or λ > 0) and the equality rows, the optimum
-        is W = A_c^T ν with (A_c A_c^T) ν = [1; 0]. Returns None when the active set is too large or the
-        refined point is not KKT-valid (a negative multiplier or a violated inactive row).
+        is W = A_c^T ν with (A_c A_c^T) ν = [1; 0]: solved densely up to :data:`POLISH_MAX_ROWS` rows, and by
+        matrix-free conjugate gradients (:func:`~ntpbias.geometry.dual.gram_solve`, started from the current
+        multipliers) beyond. Returns None when the refined point is not KKT-valid (a negative multiplier or a
+        violated inactive row).
         """
         g = self.ineq.apply(result.W)
         lam_scale = max(1.0, _max0(result.dual_ineq))
         act = (g - 1 <= active_tol) | (result.dual_ineq > 1e-8 * lam_scale)
         n_act = int(act.sum())
         n_eq = 0 if self.eq is None else len(self.eq)
-        if n_act == 0 or n_act + n_eq > POLISH_MAX_ROWS:
+        if n_act == 0:
             return None
         rows = self.ineq.subset(act)
         if self.eq is not None:
             rows = rows.concat(self.eq)
+        if n_act + n_eq > POLISH_MAX_ROWS:
+            return self._polish_cg(result, rows, act)
         G = rows.gram()
         rhs = torch.cat([torch.ones(n_act, dtype=G.dtype, device=G.device),
                          torch.zeros(n_eq, dtype=G.dtype, device=G.device)])
@@ -198,7 +285,26 @@ class MarginProgram:
         if float(lam.min()) < -1e-10 or float(self.ineq.apply(W).min()) < 1 - 1e-10:
             return None
         start = time.perf_counter() - result.solve_seconds
-        return self._result(W, lam, mu, result.solver, start, result.iterations, result.tol)
+        return self._result(W, lam, mu, result.solver, start, result.iterations, result.tol, result.details)
+
+    def _polish_cg(self, result: SVMResult, rows: LogitGaps, act: torch.Tensor) -> SVMResult | None:
+        """The active-set system of :meth:`polish` by matrix-free CG (large active sets)."""
+        n_act = int(act.sum())
+        dtype, device = result.W.dtype, result.W.device
+        rhs = torch.cat([torch.ones(n_act, dtype=dtype, device=device),
+                         torch.zeros(len(rows) - n_act, dtype=dtype, device=device)])
+        nu, rel, _ = gram_solve(rows, rhs, x0=torch.cat([result.dual_ineq[act], result.dual_eq]), rtol=1e-13,
+                                max_iter=2000)
+        if not bool(torch.isfinite(nu).all()) or float(rel) > 1e-9:
+            return None
+        W = rows.adjoint(nu)
+        lam = torch.zeros_like(result.dual_ineq)
+        lam[act] = nu[:n_act]
+        mu = nu[n_act:] if self.eq is not None else result.dual_eq
+        if float(lam.min()) < -1e-10 or float(self.ineq.apply(W).min()) < 1 - 1e-10:
+            return None
+        start = time.perf_counter() - result.solve_seconds
+        return self._result(W, lam, mu, result.solver, start, result.iterations, result.tol, result.details)
 
 
 def _max0(t: torch.Tensor) -> float:
@@ -240,10 +346,13 @@ def _solve_clarabel(program: MarginProgram, *, max_iter: int = 200, eps: float =
     return W, lam, mu, iters, prob.status
 
 
-def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, **options) -> SVMResult:
+def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_start=None, **options) -> SVMResult:
     """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
 
     Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
+    ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
+    :meth:`MarginProgram.solve`; W^mm depends on the data only through H and the supports, so a solution for
+    the same supports (or nearby H) is a good warm start.
 
     Examples
     --------
@@ -257,7 +366,7 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, **opti
     cons = constraints(data)
     if len(cons.ineq) == 0:
         raise NotSeparableError("every context has full support: no out-of-support token, so no max-margin direction")
-    return MarginProgram(cons.ineq, cons.eq).solve(solver, tol=tol, **options)
+    return MarginProgram(cons.ineq, cons.eq).solve(solver, tol=tol, warm_start=warm_start, **options)
 
 
 def ntp_margin(W: torch.Tensor, data: NTPData) -> torch.Tensor:

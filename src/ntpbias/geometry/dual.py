@@ -1,0 +1,690 @@
+"""Matrix-free solvers for max-margin programs: the dual method of ``MarginProgram.solve(solver="dual")``.
+
+The program (P) of :mod:`ntpbias.geometry.svm`,
+
+    minimize ½||W||²  subject to  A_in(W) >= 1,  A_eq(W) = 0,
+
+has the dual (D): maximize Σλ - ½||A_in^T λ + A_eq^T μ||² over λ >= 0 and free μ, with W = A_in^T λ + A_eq^T μ
+at the optimum (spec linear_ntp.md §3.2; dependencies.md, appendix). Both constraint maps are
+:class:`~ntpbias.geometry.constraints.LogitGaps`: row i reads L[a_i, j_i] - L[b_i, k_i] of the logit matrix
+L = E W H^T (E = I without a left factor), so A^T y is a scatter of ±y into a (p, m) matrix Λ followed by
+W = E^T Λ H. One iteration costs two matrix products (W = E^T Λ H and L = E W H^T); memory is linear in the
+number of constraints plus the size of the logit matrix (index arrays only, never a constraint matrix).
+
+:func:`solve_dual` minimizes -(D) by accelerated projected gradient (FISTA) with the gradient restart of
+O'Donoghue & Candès (2015), a diagonal (Jacobi) scaling and a step from a Lanczos estimate of the largest
+eigenvalue of the scaled Hessian. It works in one of two parametrizations of the multipliers:
+
+* ``"grouped"``: when every row's second cell (b_i, k_i) is its own and no second cell is any row's first
+  cell (the NTP reduced form: per context one anchor cell, one row per other token; attention token selection),
+  the scatter y -> Λ is injective and the dual becomes a problem in Λ itself: rows sharing a first cell form a
+  group whose cells sum to zero, Λ at an inequality row's second cell is <= 0 (λ_i = -Λ[b_i, k_i]) and free at
+  an equality row's. Its Hessian is Λ ↦ E E^T Λ K (K = H H^T): the anchored row form carries an extra factor
+  up to the group size in its condition number, which this form avoids (for the NTP-SVM about sqrt(V) times
+  fewer iterations). The projection onto {group sum 0, sign constraints} is exact, by a sort per group.
+* ``"rows"``: otherwise, y = (λ, μ) itself with λ projected on >= 0 and μ free.
+
+Stopping uses the same residuals as the KKT certificate (:class:`~ntpbias.geometry.svm.KKT`), evaluated every
+``check_every`` iterations (the only host synchronizations, so the loop runs unchanged on a GPU). Data that
+admit no feasible W make (D) unbounded: the multipliers grow while ||A^T y|| / Σλ -> 0. Since
+||A^T y|| / Σλ >= 1/||W^mm|| for every dual-feasible y when (P) is feasible, a ratio below
+``DIVERGENCE_TOL`` times the largest row norm proves that no W has a normalized margin above that: the run
+stops with ``diverged=True`` and the normalized multipliers, a Gordan certificate of (near) infeasibility.
+
+:func:`gram_solve` is conjugate gradients on A A^T (matrix-free, batched) for the subspace F, W* and the
+matrix-free active-set polish of :meth:`~ntpbias.geometry.svm.MarginProgram.polish`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..errors import SolverError
+from .constraints import LogitGaps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .svm import MarginProgram
+
+#: Iteration cap of :func:`solve_dual` unless asked otherwise.
+DUAL_MAX_ITER = 20000
+#: Residuals are checked (one host synchronization) every this many iterations.
+CHECK_EVERY = 10
+#: A dual iterate with ||A^T y|| / Σλ below this times max_i ||A_i|| proves the max normalized margin is
+#: below it as well: the program is declared infeasible ("not separable").
+DIVERGENCE_TOL = 1e-6
+#: float32 runs stop at this residual (float32 round-off) before the float64 certificate and refinement.
+FLOAT32_TOL = 2e-5
+#: Lanczos steps for the step size, and the safety factor applied to the estimate.
+LANCZOS_STEPS = 30
+STEP_SAFETY = 1.02
+
+
+@dataclass(frozen=True, eq=False)
+class DualSolution:
+    """Outcome of :func:`solve_dual` (multipliers in the program's dtype and device).
+
+    Attributes
+    ----------
+    lam : Tensor (R_in,)
+        Inequality multipliers λ >= 0. When ``diverged``: normalized to Σλ = 1 (a Gordan direction).
+    mu : Tensor (R_eq,)
+        Equality multipliers (free), scaled like ``lam``.
+    iterations : int
+        Accelerated-gradient iterations run (all precisions together).
+    converged : bool
+        The working-precision residuals reached the tolerance (the caller certifies in float64).
+    diverged : bool
+        The dual grew without bound: no W has a normalized margin above ``DIVERGENCE_TOL`` (see module doc).
+    gordan_residual : float
+        ||A_in^T λ + A_eq^T μ|| / (Σλ · max_i ||A_i||) at the returned multipliers (scale-free; small when
+        ``diverged``).
+    form : str
+        ``"grouped"`` or ``"rows"`` (module doc).
+    precision : str
+        ``"float64"``, ``"float32"``, ``"float32+float64"`` (refined in float64) or ``"float64 (float32 gave
+        non-finite values)"``.
+    lipschitz : float
+        Step-size constant of the (scaled) dual.
+    seconds : float
+        Wall time.
+    residual_history : tuple of (int, float)
+        (iteration, worst residual) at each check.
+    """
+
+    lam: torch.Tensor
+    mu: torch.Tensor
+    iterations: int
+    converged: bool
+    diverged: bool
+    gordan_residual: float
+    form: str
+    precision: str
+    lipschitz: float
+    seconds: float
+    residual_history: tuple[tuple[int, float], ...] = ()
+
+
+# --------------------------------------------------------------------------------------------- operators
+@dataclass(frozen=True, eq=False)
+class _Ops:
+    """The stacked rows (inequalities first) of a program on one device/dtype, as flat logit-cell indices."""
+
+    H: torch.Tensor  # (m, c)
+    left: torch.Tensor | None  # (p, rows)
+    rows: int
+    p: int
+    a_cell: torch.Tensor  # (R,) flat index a*m + j into the (p, m) logit matrix
+    b_cell: torch.Tensor  # (R,)
+    n_in: int
+
+    @classmethod
+    def build(cls, ineq: LogitGaps, eq: LogitGaps | None, device, dtype) -> _Ops:
+        A = ineq if eq is None else ineq.concat(eq)
+        H = A.H.to(device=device, dtype=dtype)
+        left = None if A.left is None else A.left.to(device=device, dtype=dtype)
+        m = H.shape[0]
+        p = A.rows if left is None else left.shape[0]
+        a, j, b, k = (t.to(device) for t in (A.a, A.j, A.b, A.k))
+        return cls(H, left, A.rows, p, a * m + j, b * m + k, len(ineq))
+
+    @property
+    def R(self) -> int:
+        return int(self.a_cell.shape[0])
+
+    def primal(self, Lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W, L) with W = E^T Λ H (rows, c) and L = E W H^T (p, m), for Λ (p * m,) flat."""
+        Lam = Lam.view(self.p, -1)
+        if self.left is not None:
+            Lam = self.left.T @ Lam
+        W = Lam @ self.H
+        L = W @ self.H.T
+        if self.left is not None:
+            L = self.left @ L
+        return W, L
+
+    def gaps(self, L: torch.Tensor) -> torch.Tensor:
+        """A(W) (R,) from the logits L (p, m)."""
+        flat = L.reshape(-1)
+        return flat[self.a_cell] - flat[self.b_cell]
+
+    def row_sq_norms(self) -> torch.Tensor:
+        """||A_i||² (R,) = |e_a|² K_jj - 2<e_a, e_b> K_jk + |e_b|² K_kk, without forming K or a dense row."""
+        m = self.H.shape[0]
+        aj, ak = self.a_cell // m, self.a_cell % m
+        bj, bk = self.b_cell // m, self.b_cell % m
+        hh = (self.H * self.H).sum(1)
+        hk = _pair_dots(self.H, ak, bk, hh)
+        if self.left is None:
+            ea = eb = torch.ones_like(hk)
+            eab = (aj == bj).to(hk.dtype)
+        else:
+            ee = (self.left * self.left).sum(1)
+            ea, eb = ee[aj], ee[bj]
+            eab = _pair_dots(self.left, aj, bj, ee)
+        return (ea * hh[ak] - 2 * eab * hk + eb * hh[bk]).clamp(min=0)
+
+    def cell_sq_norms(self) -> torch.Tensor:
+        """Diagonal of the Hessian Λ ↦ E E^T Λ K in the cell coordinates: |e_r|² K_cc, flat (p * m,)."""
+        hh = (self.H * self.H).sum(1)
+        ee = torch.ones(self.p, dtype=hh.dtype, device=hh.device) if self.left is None else (self.left ** 2).sum(1)
+        return (ee[:, None] * hh[None, :]).reshape(-1)
+
+
+def _pair_dots(M: torch.Tensor, u: torch.Tensor, v: torch.Tensor, sq: torch.Tensor, chunk: int = 1 << 22):
+    """<M[u_i], M[v_i]> (R,), with ``sq`` = squared row norms reused where u_i = v_i; other rows in chunks."""
+    out = sq[u].clone()
+    diff = torch.nonzero(u != v).flatten()
+    step = max(1, chunk // max(1, M.shape[1]))
+    for s in range(0, diff.numel(), step):  # chunks bound the temporary (step, c) products
+        idx = diff[s:s + step]
+        out[idx] = (M[u[idx]] * M[v[idx]]).sum(1)
+    return out
+
+
+class _RowForm:
+    """Multipliers y = (λ, μ) (R,), λ = y[:n_in] >= 0; scatter by index_add of ±y."""
+
+    name = "rows"
+
+    def __init__(self, ops: _Ops, diag: torch.Tensor):
+        self.ops = ops
+        floor = float(diag.max()) * 1e-12 if diag.numel() else 1.0
+        self.scale = 1.0 / diag.clamp(min=max(floor, 1e-300))
+        self.c = torch.zeros(ops.R, dtype=diag.dtype, device=diag.device)
+        self.c[: ops.n_in] = 1.0  # -(D) = ½||A^T y||² - Σλ has gradient A(A^T y) - c
+
+    def zeros(self) -> torch.Tensor:
+        return torch.zeros_like(self.c)
+
+    def scatter(self, X: torch.Tensor) -> torch.Tensor:
+        ops = self.ops
+        Lam = torch.zeros(ops.p * ops.H.shape[0], dtype=X.dtype, device=X.device)
+        Lam.index_add_(0, ops.a_cell, X)
+        Lam.index_add_(0, ops.b_cell, -X)
+        return Lam
+
+    def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
+        return self.ops.gaps(L)
+
+    def grad(self, L: torch.Tensor) -> torch.Tensor:
+        return self.ops.gaps(L) - self.c
+
+    def project(self, X: torch.Tensor) -> torch.Tensor:
+        n = self.ops.n_in
+        return torch.cat([X[:n].clamp(min=0), X[n:]])
+
+    def center(self, X: torch.Tensor) -> torch.Tensor:
+        return X
+
+    def duals(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = self.ops.n_in
+        return X[:n], X[n:]
+
+    def from_duals(self, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+        return torch.cat([lam, mu]).to(self.c)
+
+
+class _GroupForm:
+    """Multipliers as the logit-cell values Λ, laid out as a padded (groups, 1 + max group size) matrix.
+
+    Column 0 of a group is its shared first cell (free); the other columns are the rows' second cells: <= 0 for
+    inequality rows, free for equality rows; padding is 0. Feasible set: each group sums to zero.
+    """
+
+    name = "grouped"
+
+    def __init__(self, ops: _Ops, groups: torch.Tensor, gid: torch.Tensor):
+        self.ops = ops
+        R, G = ops.R, int(groups.shape[0])
+        dev = ops.H.device
+        counts = torch.bincount(gid, minlength=G)
+        order = torch.argsort(gid, stable=True)
+        starts = torch.cumsum(counts, 0) - counts
+        pos = torch.empty(R, dtype=torch.long, device=dev)
+        pos[order] = torch.arange(R, device=dev) - starts[gid[order]] + 1
+        self.shape = (G, 1 + int(counts.max()))
+        s = self.shape[1]
+        self.row_flat = gid * s + pos  # (R,) where row i's second cell sits in the padded matrix
+        cell = torch.full((G * s,), -1, dtype=torch.long, device=dev)
+        cell[self.row_flat] = ops.b_cell
+        cell[torch.arange(G, device=dev) * s] = groups
+        self.valid = (cell >= 0).view(G, s)
+        self.cell = cell.clamp(min=0).view(G, s)
+        ineq = torch.zeros(G * s, dtype=torch.bool, device=dev)
+        ineq[self.row_flat[: ops.n_in]] = True
+        self.ineq = ineq.view(G, s)
+        self.free = self.valid & ~self.ineq
+        dtype = ops.H.dtype
+        self.c = self.ineq.to(dtype)  # -(D) = ½||E^T Λ H||² + Σ_ineq Λ[b_i, k_i]
+        self.n_valid = self.valid.sum(1, keepdim=True).to(dtype)
+        diag = torch.where(self.valid, ops.cell_sq_norms()[self.cell], 0).sum(1, keepdim=True) / self.n_valid
+        floor = float(diag.max()) * 1e-12 if diag.numel() else 1.0
+        self.scale = 1.0 / diag.clamp(min=max(floor, 1e-300))  # one scalar per group keeps the projection exact
+
+    @classmethod
+    def detect(cls, ops: _Ops) -> _GroupForm | None:
+        """The grouped form when the scatter y -> Λ is injective (module doc), else None."""
+        if ops.R == 0 or torch.unique(ops.b_cell).numel() != ops.R or torch.isin(ops.b_cell, ops.a_cell).any():
+            return None
+        groups, gid = torch.unique(ops.a_cell, return_inverse=True)
+        return cls(ops, groups, gid)
+
+    def zeros(self) -> torch.Tensor:
+        return torch.zeros(self.shape, dtype=self.ops.H.dtype, device=self.ops.H.device)
+
+    def scatter(self, X: torch.Tensor) -> torch.Tensor:
+        ops = self.ops
+        Lam = torch.zeros(ops.p * ops.H.shape[0], dtype=X.dtype, device=X.device)
+        return Lam.index_add_(0, self.cell.reshape(-1), torch.where(self.valid, X, 0).reshape(-1))
+
+    def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
+        return torch.where(self.valid, L.reshape(-1)[self.cell], 0)
+
+    def grad(self, L: torch.Tensor) -> torch.Tensor:
+        return self.grad_quad(L) + self.c
+
+    def project(self, X: torch.Tensor) -> torch.Tensor:
+        """Euclidean projection of each group onto {Σ x = 0, x <= 0 at inequality cells}, exactly.
+
+        Per group, x - τ (inequality cells clipped at 0) with the unique root τ of the decreasing piecewise-linear
+        φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0); its breakpoints are the inequality values, sorted once.
+        """
+        G, s = self.shape
+        n_free = self.free.sum(1, keepdim=True).to(X.dtype)
+        n_in = self.ineq.sum(1, keepdim=True)
+        s_free = torch.where(self.free, X, 0).sum(1, keepdim=True)
+        t, _ = torch.sort(torch.where(self.ineq, X, -math.inf), dim=1, descending=True)
+        idx = torch.arange(s, device=X.device)
+        live = idx[None, :] < n_in  # the first n_in sorted entries are the breakpoints
+        t0 = torch.where(live, t, 0)
+        total = t0.sum(1, keepdim=True)
+        top = torch.cumsum(t0, 1)  # top[:, i] = sum of the i + 1 largest breakpoints
+        # φ at breakpoint t_(i+1) (0-based i): s_free - n_free t + (total - top_i) - (n_in - i - 1) t
+        phi = s_free - n_free * t0 + (total - top) - (n_in - idx[None, :] - 1).to(X.dtype) * t0
+        c = (live & (phi < 0)).sum(1, keepdim=True)  # breakpoints right of the root
+        top_c = torch.where(c > 0, top.gather(1, (c - 1).clamp(min=0)), 0)
+        tau = (s_free + total - top_c) / (n_free + (n_in - c).to(X.dtype))
+        Y = X - tau
+        return torch.where(self.free, Y, torch.where(self.ineq, Y.clamp(max=0), 0))
+
+    def center(self, X: torch.Tensor) -> torch.Tensor:
+        X = torch.where(self.valid, X, 0)
+        return torch.where(self.valid, X - X.sum(1, keepdim=True) / self.n_valid, 0)
+
+    def duals(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = -X.reshape(-1)[self.row_flat]
+        return y[: self.ops.n_in], y[self.ops.n_in:]
+
+    def from_duals(self, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+        G, s = self.shape
+        y = torch.cat([lam, mu]).to(self.c)
+        X = torch.zeros(G * s, dtype=y.dtype, device=y.device)
+        X[self.row_flat] = -y
+        X.view(G, s)[:, 0] = torch.zeros(G, dtype=y.dtype, device=y.device).index_add_(0, self.row_flat // s, y)
+        return X.view(G, s)
+
+
+def _form(ops: _Ops, form: str, row_sq_norms: torch.Tensor):
+    if form not in ("auto", "grouped", "rows"):
+        raise SolverError(f"unknown dual form {form!r}; choose auto, grouped or rows")
+    grouped = None if form == "rows" else _GroupForm.detect(ops)
+    if form == "grouped" and grouped is None:
+        raise SolverError("the grouped dual form needs every row's second logit cell to be its own; use form='rows'")
+    return grouped or _RowForm(ops, row_sq_norms)
+
+
+# --------------------------------------------------------------------------------------------- step size
+def _lanczos_max(op, x0: torch.Tensor, steps: int) -> float:
+    """Largest eigenvalue of a symmetric PSD operator by plain Lanczos from x0, plus its residual bound."""
+    q = x0 / torch.linalg.vector_norm(x0)
+    q_prev = torch.zeros_like(q)
+    beta = torch.zeros((), dtype=q.dtype, device=q.device)
+    alphas, betas = [], []
+    for _ in range(steps):
+        w = op(q) - beta * q_prev
+        alpha = (w * q).sum()
+        w = w - alpha * q
+        beta = torch.linalg.vector_norm(w)
+        alphas.append(alpha)
+        betas.append(beta)
+        q_prev, q = q, w / beta.clamp(min=torch.finfo(q.dtype).tiny)
+    a = torch.stack(alphas).double().cpu()
+    b = torch.stack(betas).double().cpu()
+    if not bool(torch.isfinite(a).all()):
+        return float("nan")
+    T = torch.diag(a) + torch.diag(b[:-1], 1) + torch.diag(b[:-1], -1)
+    evals, evecs = torch.linalg.eigh(T)
+    return float(evals[-1] + b[-1] * evecs[-1, -1].abs())
+
+
+# --------------------------------------------------------------------------------------------- the solver
+def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUAL_MAX_ITER,
+               warm_start=None, dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
+               check_every: int = CHECK_EVERY) -> DualSolution:
+    """Solve the dual (D) of ``program`` matrix-free by accelerated projected gradient with restart.
+
+    Parameters
+    ----------
+    program : MarginProgram
+        The max-margin program (its tensors' dtype and device are those of the returned multipliers).
+    tol : float
+        Stop when every KKT residual (primal violation, complementary slackness, relative duality gap; the
+        dual feasibility and stationarity hold by construction) is below ``tol``.
+    max_iter : int
+        Iteration cap; the best iterate seen at a check is returned with ``converged=False``.
+    warm_start : SVMResult, DualSolution, (λ, μ) or None
+        Multipliers to start from (e.g. the solution of a nearby program with the same rows).
+    dtype : torch.float64 (default: the program's dtype) or torch.float32
+        Working precision. float32 stops at ``max(tol, FLOAT32_TOL)``, then the multipliers are checked in
+        float64 and, if that misses ``tol``, refined in float64 from there. Non-finite float32 values restart
+        the solve in float64 (with a warning).
+    device : torch device or None
+        Where to iterate (default: the program's device); results come back to the program's device.
+    form : "auto", "grouped" or "rows"
+        Parametrization of the multipliers (module doc); "auto" takes "grouped" when it applies.
+    check_every : int
+        Iterations between residual checks (host synchronizations).
+
+    Returns
+    -------
+    DualSolution
+        ``diverged=True`` (normalized Gordan multipliers) when the program is infeasible; the caller decides
+        whether that is an error (:meth:`MarginProgram.solve` raises :class:`~ntpbias.errors.NotSeparableError`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> from ntpbias.geometry.constraints import constraints
+    >>> from ntpbias.geometry.svm import MarginProgram
+    >>> cons = constraints(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+    >>> sol = solve_dual(MarginProgram(cons.ineq, cons.eq), tol=1e-10)
+    >>> sol.converged, sol.form, [round(float(x), 6) for x in sol.lam]
+    (True, 'grouped', [0.666667, 0.333333, 0.333333])
+    """
+    start = time.perf_counter()
+    home_dtype, home_device = program.ineq.H.dtype, program.ineq.H.device
+    work_device = torch.device(device) if device is not None else home_device
+    if isinstance(dtype, str):
+        dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype, dtype)
+    work_dtype = dtype or home_dtype
+    if work_dtype not in (torch.float32, torch.float64):
+        raise SolverError(f"the dual solver runs in float32 or float64, not {work_dtype}")
+    lam0, mu0 = _warm_duals(warm_start, program)
+    n_vars = program.var_shape[0] * program.var_shape[1]
+    n_rows = len(program.ineq) + (0 if program.eq is None else len(program.eq))
+    try:
+        run = _run(program, work_device, work_dtype, tol if work_dtype == torch.float64 else max(tol, FLOAT32_TOL),
+                   max_iter, lam0, mu0, form, check_every)
+        precision = "float64" if work_dtype == torch.float64 else "float32"
+        if run["nonfinite"] and work_dtype == torch.float32:
+            warnings.warn("the float32 dual solve produced non-finite values (the problem is too large or badly "
+                          "scaled for float32); solving again in float64", stacklevel=2)
+            run = _run(program, work_device, torch.float64, tol, max_iter, lam0, mu0, form, check_every)
+            precision = "float64 (float32 gave non-finite values)"
+        elif work_dtype == torch.float32 and not run["diverged"]:
+            lam, mu = (x.to(device=home_device, dtype=torch.float64) for x in (run["lam"], run["mu"]))
+            check = program.to(dtype=torch.float64)
+            if check.certificate(check._stack(lam, mu), lam, mu).worst > tol:
+                used = run["iterations"]
+                run = _run(program, work_device, torch.float64, tol, max(1, max_iter - used), lam, mu, form,
+                           check_every)
+                run["iterations"] += used
+                precision = "float32+float64"
+        if run["nonfinite"]:
+            raise SolverError("the dual solver produced non-finite values in float64; check the data for "
+                              "extreme magnitudes (rescale H)")
+    except torch.cuda.OutOfMemoryError:
+        raise SolverError(f"out of GPU memory on {work_device} solving a max-margin program with {n_vars} variables "
+                          f"and {n_rows} constraints in {work_dtype}; use float32, a larger GPU, or device cpu"
+                          ) from None
+    except MemoryError:
+        raise SolverError(f"out of memory solving a max-margin program with {n_vars} variables and {n_rows} "
+                          "constraints") from None
+    return DualSolution(
+        lam=run["lam"].to(device=home_device, dtype=home_dtype), mu=run["mu"].to(device=home_device, dtype=home_dtype),
+        iterations=run["iterations"], converged=run["converged"], diverged=run["diverged"],
+        gordan_residual=run["gordan"], form=run["form"], precision=precision, lipschitz=run["lipschitz"],
+        seconds=time.perf_counter() - start, residual_history=tuple(run["history"]),
+    )
+
+
+def _warm_duals(warm_start, program: MarginProgram):
+    """(λ, μ) from a warm start (SVMResult, DualSolution or a pair), shape-checked; (None, None) without one."""
+    if warm_start is None:
+        return None, None
+    if isinstance(warm_start, tuple | list):
+        lam, mu = warm_start
+    else:
+        lam = getattr(warm_start, "dual_ineq", getattr(warm_start, "lam", None))
+        mu = getattr(warm_start, "dual_eq", getattr(warm_start, "mu", None))
+    n_eq = 0 if program.eq is None else len(program.eq)
+    lam = torch.as_tensor(lam).reshape(-1)
+    mu = torch.zeros(0) if mu is None else torch.as_tensor(mu).reshape(-1)
+    if lam.numel() != len(program.ineq) or mu.numel() != n_eq:
+        raise SolverError(f"warm start has {lam.numel()} inequality and {mu.numel()} equality multipliers; the "
+                          f"program has {len(program.ineq)} and {n_eq}")
+    return lam, mu
+
+
+def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) -> dict:
+    """One accelerated projected-gradient run in one precision (see :func:`solve_dual`)."""
+    ops = _Ops.build(program.ineq, program.eq, device, dtype)
+    norms2 = ops.row_sq_norms()
+    row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
+    P = _form(ops, form, norms2)
+    D = P.scale
+    sqrtD = D.sqrt()
+
+    def hess(X):  # the quadratic part's Hessian, scaled and restricted to the feasible set's span
+        return P.center(sqrtD * P.grad_quad(ops.primal(P.scatter(sqrtD * P.center(X)))[1]))
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x0 = P.center(torch.rand(P.zeros().shape, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype))
+    lip = _lanczos_max(hess, x0, LANCZOS_STEPS) * STEP_SAFETY
+    if not math.isfinite(lip):
+        return _nonfinite(P, ops)
+    lip = max(lip, torch.finfo(dtype).tiny)
+    step = D / lip
+
+    X = P.zeros() if lam0 is None else P.project(P.from_duals(lam0.to(device=device, dtype=dtype),
+                                                              mu0.to(device=device, dtype=dtype)))
+    W, L = ops.primal(P.scatter(X))
+    Z, Lz = X, L
+    t = torch.ones((), dtype=dtype, device=device)
+    best = (math.inf, X, 0)
+    history = []
+    state = {"converged": False, "diverged": False, "nonfinite": False}
+    it = 0
+    while True:
+        if it % check_every == 0 or it == max_iter:
+            res = _residuals(P, ops, X, W, L)
+            primal, cs, gap, gordan, finite = res.tolist()
+            worst = max(primal, cs, gap)
+            history.append((it, worst))
+            if not finite:
+                state["nonfinite"] = True
+                break
+            if worst < best[0]:
+                best = (worst, X, it)
+            if worst <= tol:
+                state["converged"] = True
+                break
+            if gordan <= DIVERGENCE_TOL * row_norm:
+                state["diverged"] = True
+                break
+            if it >= max_iter:
+                X = best[1]
+                break
+        Xn = P.project(Z - step * P.grad(Lz))
+        Wn, Ln = ops.primal(P.scatter(Xn))
+        restart = ((Z - Xn) * (Xn - X)).sum() > 0  # gradient restart (O'Donoghue & Candès), branch-free
+        tn = torch.where(restart, torch.ones_like(t), (1 + torch.sqrt(1 + 4 * t * t)) / 2)
+        beta = torch.where(restart, torch.zeros_like(t), (t - 1) / tn)
+        Z = Xn + beta * (Xn - X)
+        Lz = Ln + beta * (Ln - L)
+        X, W, L, t = Xn, Wn, Ln, tn
+        it += 1
+    if state["nonfinite"]:
+        return _nonfinite(P, ops) | {"iterations": it, "history": history}
+    lam, mu = P.duals(X)
+    gordan = _gordan(ops, P, X, row_norm)
+    if state["diverged"]:
+        total = lam.sum()
+        lam, mu = lam / total, mu / total
+    return {"lam": lam, "mu": mu, "iterations": it, "converged": state["converged"], "diverged": state["diverged"],
+            "nonfinite": False, "gordan": gordan, "form": P.name, "lipschitz": lip, "history": history}
+
+
+def _nonfinite(P, ops) -> dict:
+    z = torch.zeros(ops.R, dtype=ops.H.dtype, device=ops.H.device)
+    return {"lam": z[: ops.n_in], "mu": z[ops.n_in:], "iterations": 0, "converged": False, "diverged": False,
+            "nonfinite": True, "gordan": math.inf, "form": P.name, "lipschitz": math.nan, "history": []}
+
+
+def _residuals(P, ops: _Ops, X, W, L) -> torch.Tensor:
+    """[primal violation, complementary slackness, relative duality gap, ||A^T y||/Σλ, all finite] at X."""
+    lam, mu = P.duals(X)
+    g = ops.gaps(L)
+    g_in, g_eq = g[: ops.n_in], g[ops.n_in:]
+    zero = torch.zeros((), dtype=g.dtype, device=g.device)
+    viol = torch.maximum((1 - g_in).clamp(min=0).amax() if g_in.numel() else zero,
+                         g_eq.abs().amax() if g_eq.numel() else zero)
+    cs = (lam * (g_in - 1)).abs().amax() if g_in.numel() else zero
+    w2 = (W * W).sum()
+    total = lam.sum()
+    gap = (w2 - total).abs() / torch.clamp(0.5 * w2, min=1)
+    gordan = torch.where(total > 0, w2.sqrt() / total, torch.full_like(total, math.inf))
+    finite = torch.isfinite(torch.stack([viol, cs, gap, w2])).all().to(g.dtype)
+    return torch.stack([viol, cs, gap, gordan, finite])
+
+
+def _gordan(ops: _Ops, P, X, scale: float) -> float:
+    """||A^T y|| / (Σλ · max_i ||A_i||) at X."""
+    lam, _ = P.duals(X)
+    total = float(lam.sum())
+    W, _ = ops.primal(P.scatter(X))
+    return float(torch.linalg.vector_norm(W)) / (total * scale) if total > 0 else math.inf
+
+
+# --------------------------------------------------------------------------------------------- CG on A A^T
+def gram_preconditioner(A: LogitGaps):
+    """An approximate inverse of the Gram operator A A^T of ``A``, applied row-wise (rows of y on the last axis).
+
+    Rows sharing a first cell (a, j) with second cells (b_i, j) in the same column j and distinct tokens b_i ≠ a,
+    without a left factor (the NTP anchor rows), have the exact diagonal Gram block K_jj (I + 1 1^T), whose
+    inverse (I - 1 1^T / (n + 1)) / K_jj is applied per group; any other structure gets the Jacobi inverse
+    1 / ||A_i||².
+    """
+    ops = _Ops.build(A, None, A.H.device, A.H.dtype)
+    m = A.H.shape[0]
+    same_col = A.left is None and bool((A.j == A.k).all()) and not bool((A.a == A.b).any())
+    if same_col and len(A):
+        cells, gid = torch.unique(ops.a_cell, return_inverse=True)
+        distinct = torch.unique(ops.b_cell).numel() == len(A)
+        if distinct:
+            kjj = (A.H * A.H).sum(1)[cells % m]
+            n = torch.bincount(gid, minlength=len(cells)).to(A.H.dtype)
+
+            def apply(y):
+                sums = torch.zeros(*y.shape[:-1], len(cells), dtype=y.dtype, device=y.device).index_add_(-1, gid, y)
+                return (y - (sums / (n + 1))[..., gid]) / kjj[gid]
+
+            return apply
+    inv = 1.0 / ops.row_sq_norms().clamp(min=torch.finfo(A.H.dtype).tiny)
+    return lambda y: y * inv
+
+
+def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = None, rtol: float = 1e-12,
+               max_iter: int | None = None, precond=None,
+               check_every: int = 5) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Solve (A A^T) ν = rhs by preconditioned conjugate gradients, matrix-free and batched.
+
+    Each iteration is one ``A.adjoint`` and one ``A.apply`` (two matrix products). A singular but consistent
+    system (rank-deficient A) converges to a solution whose A^T ν is the unique one; an inconsistent system
+    stops at ``max_iter`` with its residual reported.
+
+    Parameters
+    ----------
+    A : LogitGaps with R rows.
+    rhs : Tensor (..., R).
+    x0 : Tensor (..., R) or None, a starting point.
+    rtol : float, stop when ||rhs - A A^T ν|| <= rtol ||rhs|| for every batch element.
+    max_iter : int, default 10 R + 100 (capped at 20000).
+    precond : callable or None, default :func:`gram_preconditioner`.
+
+    Returns
+    -------
+    (ν, relative residual per batch element (...,), iterations)
+    """
+    precond = precond or gram_preconditioner(A)
+    max_iter = max_iter if max_iter is not None else min(20000, 10 * len(A) + 100)
+
+    def G(v):
+        return A.apply(A.adjoint(v))
+
+    def dot(u, v):
+        return (u * v).sum(-1, keepdim=True)
+
+    bnorm = torch.linalg.vector_norm(rhs, dim=-1, keepdim=True)
+    x = torch.zeros_like(rhs) if x0 is None else x0.clone()
+    r = rhs - G(x) if x0 is not None else rhs.clone()
+    z = precond(r)
+    p = z
+    rz = dot(r, z)
+    it = 0
+    denom = torch.clamp(bnorm, min=torch.finfo(rhs.dtype).tiny)
+    while it < max_iter:
+        if it % check_every == 0 and bool((torch.linalg.vector_norm(r, dim=-1, keepdim=True) <= rtol * bnorm).all()):
+            break
+        Gp = G(p)
+        pGp = dot(p, Gp)
+        alpha = torch.where(pGp > 0, rz / torch.where(pGp > 0, pGp, 1), 0)
+        x = x + alpha * p
+        r = r - alpha * Gp
+        z = precond(r)
+        rz_new = dot(r, z)
+        beta = torch.where(rz > 0, rz_new / torch.where(rz > 0, rz, 1), 0)
+        p = z + beta * p
+        rz = rz_new
+        it += 1
+    rel = (torch.linalg.vector_norm(rhs - G(x), dim=-1, keepdim=True) / denom).squeeze(-1)
+    return x, rel, it
+
+
+def min_norm_lstsq(A: LogitGaps, b: torch.Tensor, *, rtol: float = 1e-12,
+                   max_iter: int | None = None) -> tuple[torch.Tensor, int]:
+    """W = A^† b, the minimum-norm minimizer of ||A(W) - b||, by CGLS from W = 0 (matrix-free).
+
+    CGLS iterates stay in the row space of A, so the limit is the minimum-norm least-squares solution also
+    when A(W) = b has no solution. Stops when ||A^T(b - A(W))|| <= rtol ||A^T b||.
+
+    Returns
+    -------
+    (W (rows, c), iterations)
+    """
+    max_iter = max_iter if max_iter is not None else min(50000, 20 * len(A) + 100)
+    W = torch.zeros(A.var_shape, dtype=b.dtype, device=b.device)
+    r = b.clone()
+    s = A.adjoint(r)
+    p = s
+    gamma = (s * s).sum()
+    stop = float(gamma.sqrt()) * rtol
+    it = 0
+    while it < max_iter and float(gamma.sqrt()) > stop:
+        q = A.apply(p)
+        alpha = gamma / (q * q).sum()
+        W = W + alpha * p
+        r = r - alpha * q
+        s = A.adjoint(r)
+        gamma_new = (s * s).sum()
+        p = s + (gamma_new / gamma) * p
+        gamma = gamma_new
+        it += 1
+    return W, it
