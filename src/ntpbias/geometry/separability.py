@@ -111,7 +111,7 @@ def ntp_separability(data: NTPData, *, method: str = "auto", **solver_options) -
             return SeparabilityResult(True, W, None, None, residual, residual <= CERT_TOL,
                                       "an LP found W in F^⊥ with every in-support logit at least 1 above every "
                                       "out-of-support logit")
-    elif res.status not in (2,):  # 2 = infeasible
+    elif res.status not in (2, 4):  # 2 = infeasible; 4 = HiGHS numerical trouble: let the Gordan LP decide
         raise SolverError(f"separability LP failed: {res.message}")
     return _gordan_certificate(A_in, A_eq, data)
 
