@@ -9,14 +9,16 @@ from pathlib import Path
 
 import click
 
+from ..experiments.base import SCALES
 from . import _console, cli, print_checks
 
 
 @cli.command()
 @click.argument("ids", nargs=-1)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--scale", type=click.Choice(["quick", "paper"]), default="quick", show_default=True,
-              help="quick: minutes on a laptop CPU; paper: the papers' sizes.")
+@click.option("--scale", type=click.Choice(SCALES), default="quick", show_default=True,
+              help="smoke: seconds (checks the pipeline; theory checks may fail); quick: minutes on a laptop CPU; "
+                   "paper: the papers' sizes.")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
               help="Independent seeds per training run (mean and spread in the figures).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)

@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError
+from ..experiments.base import SCALES
 from . import _console, cli, print_checks
 
 
 @cli.command()
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--preset", help="Name of a preset (see `ntpbias list`).")
-@click.option("--scale", type=click.Choice(["quick", "paper"]), default="paper", show_default=True,
+@click.option("--scale", type=click.Choice(SCALES), default="paper", show_default=True,
               help="Preset scale.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set optimizer.lr=0.1 (repeatable).")

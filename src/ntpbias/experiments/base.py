@@ -24,7 +24,9 @@ from ..io import write_json, write_text
 from ..report.document import Section
 from ..report.rows import metrics_csv
 
-SCALES = ("quick", "paper")
+#: smoke: seconds, to check an installation or a pipeline (theory checks are not expected to pass);
+#: quick: minutes on a laptop CPU, the checks pass; paper: the papers' sizes.
+SCALES = ("smoke", "quick", "paper")
 
 
 @dataclass(frozen=True)

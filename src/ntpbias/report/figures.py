@@ -61,6 +61,10 @@ def band(ax, x: np.ndarray, values: np.ndarray, *, label: str | None = None, col
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
         values = values[:, None]
+    finite = np.isfinite(values).any(axis=1) & (np.all(values > 0, axis=1) if logy else True)
+    x, values = np.asarray(x)[finite], values[finite]  # a diverged run's non-finite tail is not drawn
+    if not len(x):
+        return
     center = np.exp(np.nanmean(np.log(np.clip(values, 1e-300, None)), axis=1)) if logy else np.nanmean(values, axis=1)
     (line,) = ax.plot(x, center, label=label, color=color, **kwargs)
     if values.shape[1] > 1:

@@ -112,9 +112,10 @@ class Optimizer:
                 scale = loss.detach()
             else:
                 scale = loss.detach() - self.loss_floor
-            ok = torch.isfinite(scale) & (scale > 0)
-            factor = torch.where(ok, lr / torch.where(ok, scale, torch.ones_like(scale)), torch.zeros_like(scale))
-            return {k: params[k] - _expand(factor, grads[k]) * grads[k] for k in params}
+            ok = torch.isfinite(scale) & (scale > 0)  # guard: a zero or non-finite norm leaves the run unchanged
+            factor = lr / torch.where(ok, scale, torch.ones_like(scale))
+            return {k: torch.where(_expand(ok, p), p - _expand(factor, grads[k]) * grads[k], p)
+                    for k, p in params.items()}
         b1, b2 = c.betas
         out = {}
         for k, p in params.items():

@@ -1,0 +1,138 @@
+"""`ntpbias train`, `reproduce` and `list`: tiny runs end to end, the run-directory contract, and bad input."""
+
+import json
+import os
+import tomllib
+
+import pytest
+
+from ntpbias.cli import main
+from ntpbias.report.rows import read_metrics_csv
+
+
+def run_main(args, capsys):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def assert_user_error(code, err, pattern):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:"), err
+    assert pattern in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli):
+    out = tmp_path / "lin"
+    proc = run_cli("reproduce", "linear", "--out", out, "--scale", "smoke", "--seeds", "2", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("config.toml", "metrics.csv", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    figures = {f["id"] for f in summary["sections"][0]["figures"]}
+    assert figures == {"linear-fig1", "linear-fig2", "linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath"}
+    for fig in figures:
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
+        assert (out / "figures" / f"{fig}.svg").is_file()
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(figures)  # self-contained
+    assert "http://" not in html and "https://" not in html  # no CDN
+    for check in summary["checks"]:
+        assert set(check) >= {"name", "claim", "measured", "threshold", "passed"}
+    rows = read_metrics_csv(out / "metrics.csv")
+    assert {r["run"] for r in rows} == {"2d-gd", "fig4-gd", "fig5-ngd", "fig5-adam"}
+    assert {r["seed"] for r in rows} == {0, 1}
+    configs = tomllib.loads((out / "config.toml").read_text())
+    assert configs["fig5-adam"]["optimizer"]["name"] == "adam" and configs["fig4-gd"]["seeds"] == 2
+
+
+def test_train_preset_writes_a_rerunnable_config(tmp_path, capsys):
+    out = tmp_path / "gd"
+    code, stdout, _ = run_main(["train", "--preset", "linear-fig4-gd", "--set", "train.steps=150",
+                                "--set", "data.m=10", "--set", "data.d=12", "--out", out, "--quiet"], capsys)
+    assert code == 0
+    cfg = tomllib.loads((out / "config.toml").read_text())
+    assert cfg["train"]["steps"] == 150 and cfg["data"]["m"] == 10 and cfg["experiment"] == "linear"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["checks"]
+    first = read_metrics_csv(out / "metrics.csv")
+    # re-running the saved config reproduces the metrics exactly
+    code, _, _ = run_main(["train", out / "config.toml", "--out", tmp_path / "again", "--quiet"], capsys)
+    assert code == 0
+    assert read_metrics_csv(tmp_path / "again" / "metrics.csv") == first
+    assert (out / "figures" / "training.png").is_file() and (out / "checkpoints" / "train" / "last.pt").is_file()
+
+
+def test_train_resume_gives_the_uninterrupted_numbers(tmp_path, capsys):
+    args = ["train", "--preset", "linear-fig5-adam", "--set", "data.m=8", "--set", "data.d=10", "--quiet"]
+    run_main([*args, "--set", "train.steps=200", "--out", tmp_path / "full"], capsys)
+    # a run stopped at 80 steps, then resumed in the same directory with the full length
+    run_main([*args, "--set", "train.steps=80", "--out", tmp_path / "part"], capsys)
+    code, _, _ = run_main([*args, "--set", "train.steps=200", "--out", tmp_path / "part", "--resume"], capsys)
+    assert code == 0
+    full = read_metrics_csv(tmp_path / "full" / "metrics.csv")
+    part = read_metrics_csv(tmp_path / "part" / "metrics.csv")
+    assert full[-1] == part[-1]
+
+
+def test_list_shows_presets_and_figure_ids(capsys):
+    code, out, _ = run_main(["list", "--json"], capsys)
+    assert code == 0
+    listing = json.loads(out)
+    assert "linear-fig4-gd" in listing["presets"] and "linear-fig5" in listing["groups"]["linear"]["figures"]
+
+
+def test_diverging_step_size_stops_keeps_metrics_and_exits_2(tmp_path, capsys):
+    out = tmp_path / "nan"
+    code, _, err = run_main(["train", "--preset", "linear-fig4-gd", "--set", "optimizer.lr=1e308",
+                             "--set", "train.steps=500", "--out", out, "--quiet"], capsys)
+    assert_user_error(code, err, "non-finite")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "diverged"
+    assert read_metrics_csv(out / "metrics.csv")  # the metrics up to the divergence are kept
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["train", "--preset", "no-such-preset"], "unknown preset"),
+    (["reproduce", "linear-fig99"], "unknown experiment or figure ID"),
+    (["train", "--preset", "linear-fig4-gd", "--set", "optimizer.learning_rate=0.1"],
+     "unknown setting optimizer.learning_rate"),
+    (["train", "--preset", "linear-fig4-gd", "--set", "train.steps=ten"], "train.steps: expected an integer"),
+    (["train", "--preset", "linear-fig4-gd", "--set", "optimizer.name=sgdx"], "unknown optimizer"),
+    (["train", "--preset", "linear-fig4-gd", "--set", "steps"], "expected key=value"),
+    (["train"], "exactly one of"),
+    (["train", "CONFIG"], "no such config file"),
+    (["train", "UNKNOWN_FIELD"], "unknown setting data.colour"),
+    (["train", "BAD_TOML"], "not valid TOML"),
+    (["train", "NO_EXPERIMENT"], "set `experiment`"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, args, pattern):
+    (tmp_path / "unknown.toml").write_text('experiment = "linear"\n[data]\ncolour = "red"\n')
+    (tmp_path / "bad.toml").write_text("experiment = \n")
+    (tmp_path / "noexp.toml").write_text("seed = 1\n")
+    subst = {"CONFIG": tmp_path / "missing.toml", "UNKNOWN_FIELD": tmp_path / "unknown.toml",
+             "BAD_TOML": tmp_path / "bad.toml", "NO_EXPERIMENT": tmp_path / "noexp.toml"}
+    out = tmp_path / "out"
+    code, _, err = run_main([subst.get(a, a) for a in args] + ["--out", out], capsys)
+    assert_user_error(code, err, pattern)
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_output_directory(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    code, _, err = run_main(["reproduce", "linear-fig3", "--scale", "smoke", "--out", locked / "x"], capsys)
+    assert_user_error(code, err, "cannot create output directory")
+
+
+def test_unwritable_output_path_is_a_file(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, _, err = run_main(["reproduce", "linear-fig3", "--scale", "smoke", "--out", blocker / "x"], capsys)
+    assert_user_error(code, err, "cannot create output directory")
