@@ -58,8 +58,10 @@ CHECK_EVERY = 10
 #: A dual iterate with ||A^T y|| / Σλ below this times max_i ||A_i|| proves the max normalized margin is
 #: below it as well: the program is declared infeasible ("not separable").
 DIVERGENCE_TOL = 1e-6
-#: float32 runs stop at this residual (float32 round-off) before the float64 certificate and refinement.
+#: float32 runs stop at this residual (float32 round-off) before the float64 certificate and refinement, or
+#: after this many checks without a 10% improvement.
 FLOAT32_TOL = 2e-5
+FLOAT32_PATIENCE = 50
 #: Lanczos steps for the step size, and the safety factor applied to the estimate.
 LANCZOS_STEPS = 30
 STEP_SAFETY = 1.02
@@ -377,7 +379,7 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
         Stop when every KKT residual (primal violation, complementary slackness, relative duality gap; the
         dual feasibility and stationarity hold by construction) is below ``tol``.
     max_iter : int
-        Iteration cap; the best iterate seen at a check is returned with ``converged=False``.
+        Iteration cap (per precision); the best iterate seen at a check is returned with ``converged=False``.
     warm_start : SVMResult, DualSolution, (λ, μ) or None
         Multipliers to start from (e.g. the solution of a nearby program with the same rows).
     dtype : torch.float64 (default: the program's dtype) or torch.float32
@@ -433,8 +435,7 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
             check = program.to(dtype=torch.float64)
             if check.certificate(check._stack(lam, mu), lam, mu).worst > tol:
                 used = run["iterations"]
-                run = _run(program, work_device, torch.float64, tol, max(1, max_iter - used), lam, mu, form,
-                           check_every)
+                run = _run(program, work_device, torch.float64, tol, max_iter, lam, mu, form, check_every)
                 run["iterations"] += used
                 precision = "float32+float64"
         if run["nonfinite"]:
@@ -479,6 +480,8 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
     P = _form(ops, form, norms2)
+    if not (math.isfinite(row_norm) and row_norm > 0):  # H overflows or underflows in this precision
+        return _nonfinite(P, ops)
     D = P.scale
     sqrtD = D.sqrt()
 
@@ -499,6 +502,7 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
     Z, Lz = X, L
     t = torch.ones((), dtype=dtype, device=device)
     best = (math.inf, X, 0)
+    stalled = 0  # checks without a 10% improvement of the best residual (float32 only: hand over to float64)
     history = []
     state = {"converged": False, "diverged": False, "nonfinite": False}
     it = 0
@@ -511,6 +515,7 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
             if not finite:
                 state["nonfinite"] = True
                 break
+            stalled = 0 if worst < 0.9 * best[0] else stalled + 1
             if worst < best[0]:
                 best = (worst, X, it)
             if worst <= tol:
@@ -519,7 +524,7 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
             if gordan <= DIVERGENCE_TOL * row_norm:
                 state["diverged"] = True
                 break
-            if it >= max_iter:
+            if it >= max_iter or (dtype == torch.float32 and stalled >= FLOAT32_PATIENCE):
                 X = best[1]
                 break
         Xn = P.project(Z - step * P.grad(Lz))

@@ -1,0 +1,124 @@
+"""``analyze`` through its large-problem path (iterative subspace, dual-solver separability and NTP-SVM) against
+its small-problem path (Gram eigendecomposition, LP, Clarabel) on moderately sized instances (spec linear_ntp.md
+§2.2-§3.2; dependencies.md §1)."""
+
+import importlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from ntpbias.data.ntp import NTPData
+from ntpbias.data.synthetic import random_ntp
+from ntpbias.geometry.analysis import analyze
+from ntpbias.geometry.subspace import DataSubspace, dim_F
+
+# the modules (``ntpbias.geometry.subspace`` the attribute is the function of the same name)
+sub_mod, sep_mod, svm_mod = (importlib.import_module(f"ntpbias.geometry.{name}")
+                             for name in ("subspace", "separability", "svm"))
+LARGE = {"solver": "dual", "separability_method": "dual", "subspace_method": "iterative"}
+SMALL = {"solver": "clarabel", "separability_method": "lp", "subspace_method": "exact"}
+
+
+def rel(a, b):
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+
+
+def both(data):
+    return analyze(data, **LARGE), analyze(NTPData.from_arrays(data.H, data.P, data.pi), **SMALL)
+
+
+def test_separable_instance_agrees():
+    data = random_ntp(50, 60, 14, 4, seed=3, pi="dirichlet")  # 840 variables, 150 equalities, 500 inequalities
+    big, small = both(data)
+    a, b = big.to_dict(), small.to_dict()
+    assert (a["separability_method"], a["subspace_method"], a["solver"]) == ("dual", "iterative", "dual")
+    assert (b["separability_method"], b["subspace_method"], b["solver"]) == ("lp", "exact", "clarabel")
+    assert a["dim_F"] == b["dim_F"] == 50 * 3
+    assert a["compatible"] and b["compatible"]
+    assert rel(big.W_star, small.W_star) < 1e-9
+    assert a["separable"] and b["separable"]
+    assert a["separability_certificate"]["certified"] and a["separability_certificate"]["method"] == "dual"
+    assert big.svm.certified and small.svm.certified
+    assert rel(big.svm.W, small.svm.W) < 1e-7
+    assert abs(a["margin"] - b["margin"]) / b["margin"] < 1e-8
+    # the separating certificate of the dual path is W^mm itself (rescaled, projected): in F^⊥ with margin 1
+    sep = big.separability
+    assert sep.svm is big.svm
+    assert rel(sep.W / sep.W.norm(), big.svm.W / big.svm.norm) < 1e-7
+    assert float(torch.linalg.vector_norm(DataSubspace(data, "exact").project(sep.W))) < 1e-9 * float(sep.W.norm())
+    json.dumps(a)  # serializable, as analysis.json
+
+
+def test_not_separable_instance_agrees():
+    data = random_ntp(120, 6, 8, 3, seed=0)  # m >> d: not NTP-separable, not compatible
+    big, small = both(data)
+    a, b = big.to_dict(), small.to_dict()
+    assert not a["separable"] and not b["separable"]
+    assert a["separability_method"] == "dual" and big.svm is None
+    y, mu = big.separability.farkas_y, big.separability.farkas_mu
+    assert float(y.min()) >= 0 and abs(float(y.sum()) - 1) < 1e-12
+    # independent check of the Gordan residual on the dense constraint matrices
+    from ntpbias.geometry.constraints import constraints
+
+    cons = constraints(data)
+    resid = cons.ineq.to_sparse().T @ y.numpy() + cons.eq.to_sparse().T @ mu.numpy()
+    assert np.isclose(np.linalg.norm(resid), big.separability.residual, rtol=1e-6)
+    # rank-deficient H (d < m): dim F from the token-wise kernel formula, W* by least squares
+    assert a["dim_F"] == b["dim_F"]
+    assert not a["compatible"] and not b["compatible"]
+    assert rel(big.W_star, small.W_star) < 1e-7
+    assert np.isclose(a["compatibility_residual"], b["compatibility_residual"], rtol=1e-7)
+
+
+@pytest.mark.parametrize("m,d,V,k,seed", [(40, 12, 10, 4, 1), (25, 30, 6, 5, 2), (60, 8, 12, 2, 3)])
+def test_dim_F_formula_matches_gram_rank(m, d, V, k, seed):
+    data = random_ntp(m, d, V, k, seed=seed)
+    assert dim_F(data) == DataSubspace(data, "exact").dim
+
+
+def test_dim_F_with_repeated_embeddings():
+    H = torch.randn(6, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    H = torch.cat([H, H[:3], 2 * H[:1]])  # repeated and collinear contexts
+    P = torch.rand(10, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    P[P < 0.5] = 0
+    P[:, 0] += 0.2
+    data = NTPData.from_arrays(H, P / P.sum(1, keepdim=True))
+    exact, it = DataSubspace(data, "exact"), DataSubspace(data, "iterative")
+    assert dim_F(data) == exact.dim == it.dim < int(data.support.sum()) - data.m
+    assert rel(it.W_star, exact.W_star) < 1e-8
+    W = torch.randn(7, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    assert rel(it.project(W), exact.project(W)) < 1e-8
+
+
+def test_iterative_projection_is_batched_and_idempotent():
+    data = random_ntp(50, 60, 10, 6, seed=1)
+    F = DataSubspace(data, "iterative")
+    W = torch.randn(3, 10, 60, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    P = F.project(W)
+    assert rel(F.project(P), P) < 1e-10
+    ref = DataSubspace(data, "exact").project(W)
+    assert rel(P, ref) < 1e-10
+    assert abs(float((P * (W - P)).sum())) < 1e-8 * float((W * W).sum())  # orthogonal projection
+
+
+def test_auto_switches_to_the_large_path_by_size(monkeypatch):
+    data = random_ntp(30, 40, 10, 4, seed=2)
+    monkeypatch.setattr(sub_mod, "EXACT_MAX_ROWS", 10)
+    monkeypatch.setattr(sep_mod, "LP_MAX_NNZ", 10)
+    monkeypatch.setattr(svm_mod, "AUTO_CLARABEL_MAX_NNZ", 10)
+    rec = analyze(data).to_dict()
+    assert (rec["subspace_method"], rec["separability_method"], rec["solver"]) == ("iterative", "dual", "dual")
+    assert rec["certified"] and rec["separability_certificate"]["certified"]
+    ref = analyze(NTPData.from_arrays(data.H, data.P), **SMALL).to_dict()
+    assert np.isclose(rec["norm_W_mm"], ref["norm_W_mm"], rtol=1e-8)
+    assert np.isclose(rec["norm_W_star"], ref["norm_W_star"], rtol=1e-9)
+
+
+def test_float32_solver_option_is_certified_in_float64():
+    data = random_ntp(40, 50, 12, 4, seed=7)
+    a = analyze(data, **LARGE, solver_options={"dtype": "float32"})
+    rec = a.to_dict()
+    assert rec["certified"] and rec["solver_details"]["precision"] in ("float32", "float32+float64")
+    assert a.svm.W.dtype == torch.float64
