@@ -28,6 +28,23 @@ DEFINITIONS: dict[str, str] = {
     "margin_perp": "γ(P_⊥ W_k) ||W^mm|| / ||P_⊥ W_k||: normalized NTP margin of the F^⊥ part relative to the "
                    "maximum 1/||W^mm|| (-> 1)",
     "key_lemma": "1 if CE(P_F W_k + (1+α)||P_⊥ W_k|| W^mm/||W^mm||) <= CE(W_k) (eq. (14) of paper A, α = 0.5), else 0",
+    # paper C (one-layer transformer, Algorithm 1)
+    "loss_L0": "L_0(W_ov) = Σ_x CE(W_ov x, n(x)): the stage-1 loss over the collocation (paper C, Sec. 4.2)",
+    "norm_ov": "||W_ov||: norm of the output-value matrix (= t η₀ in stage 1 under Assumption 2)",
+    "cos_ov": "cos(W_ov, W_ov*): alignment with the max-margin W_ov* of eq. (2) of paper C (NaN at W_ov = 0)",
+    "margin_ov": "min_{x, v≠n(x)} (e_n(x) - e_v)^T W_ov x: smallest logit gap on the collocation (Corollary 1's Δ)",
+    "margin_spread_ov": "max_x (largest - smallest logit gap of x over wrong tokens v): 0 when wrong logits are equal "
+                        "(Lemma 3 of paper C)",
+    "norm_kq": "||W_kq||: norm of the key-query matrix (between tη/(2 L_max ||W_kq*||) and tη, Lemma 6 of paper C)",
+    "cos_kq": "cos(W_kq, W_kq*): alignment with the max-margin W_kq* of eq. (3) (Theorem 1 of paper C; NaN at 0)",
+    "cos_neg_grad_kq": "cos(W_kq, -∇_{W_kq} L): alignment of the iterate with the descent direction (paper C, Fig. 2)",
+    "cos_grad_kq_star": "cos(∇_{W_kq} L, W_kq*): at most -min_n φ_+^(n)/(2||W_kq*||) (Lemma 6 of paper C)",
+    "attn_opt_min": "min_n φ_+^(n): smallest attention mass on a sample's optimal positions (Lemma 5, Theorem 2)",
+    "attn_opt_mean": "Σ_n π^(n) φ_+^(n): mean attention mass on the optimal positions",
+    "margin_kq": "min over relations u >_q v of (x_u - x_v)^T W_kq x_q: attention-score margin of the orders (Thm 3)",
+    "accuracy": "Σ_n π^(n) 1[argmax T_θ(X^(n)) = label]: next-token accuracy on the training samples",
+    "loss_floor": "L at full attention on the optimal tokens with W_ov frozen: the stage-2 infimum L* (paper C)",
+    "loss_excess": "L(θ) - L*: excess over the stage-2 floor (-> 0 linearly in t, Theorem 2 of paper C)",
 }
 
 
