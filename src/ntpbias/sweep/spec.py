@@ -1,0 +1,339 @@
+"""Sweep files: a base config, axes over any config key, what to collect, and the executor.
+
+A sweep file (TOML)::
+
+    [base]
+    preset = "linear-fig4-gd"       # or: config = "runs/gd/config.toml" (relative to this file)
+    scale = "quick"                 # the preset's scale (smoke | quick | paper); default quick
+    [base.set]                      # fixed overrides, type-checked like --set
+    train.steps = 2000
+
+    [axes]                          # the grid is the Cartesian product of the axes
+    seed = { range = [0, 100] }     # 0, 1, ..., 99
+    data.m = [20, 30, 40, 50, 60]   # any config key, dotted
+    "data.d,data.m" = [[60, 50], [120, 100]]   # keys joined by commas vary together (zipped)
+    optimizer.lr = { geomspace = [0.01, 1.0, 5] }   # also: linspace = [a, b, n], values = [...]
+
+    [collect]
+    metrics = ["loss_gap", "cos_mm"]   # names of summary.json "final" values, or "check:NAME" (default: all final)
+    checks = true                      # columns checks_passed, checks_total
+
+    [run]
+    executor = "local"                 # inprocess | local | dask
+    workers = 0                        # 0 = every core
+    scheduler = ""                     # dask: tcp://host:8786 of an existing cluster
+
+Every axis value goes through :func:`ntpbias.config.from_dict` on the base config, exactly like ``--set``:
+an unknown key or a value of the wrong type is a :class:`~ntpbias.errors.ConfigError` naming the axis, raised
+before any cell runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import apply_overrides, from_dict, load_toml, to_toml
+from ..errors import ConfigError
+from .executors import ExecutorConfig
+
+VALUE_SPECS = ("values", "range", "linspace", "geomspace")
+TABLES = ("base", "axes", "collect", "run")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis: config ``keys`` (one, or several zipped) and the value tuple of each point."""
+
+    keys: tuple[str, ...]
+    points: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: its axis values, the resolved config, and where its run directory goes.
+
+    Attributes
+    ----------
+    key : canonical name, ``"seed=3 data.m=20"`` (axis keys in file order); identifies the cell on resume
+    values : ((config key, value), ...) of the axes
+    config : the resolved config dataclass
+    directory : the run directory, relative to the sweep's output (``cells/<slug>``)
+    config_hash : hash of the resolved config's TOML (a finished cell is reused only for the same config)
+    """
+
+    key: str
+    values: tuple[tuple[str, Any], ...]
+    config: Any
+    directory: str
+    config_hash: str
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed sweep file (see the module docstring)."""
+
+    base: Any
+    base_label: str
+    axes: tuple[Axis, ...]
+    metrics: tuple[str, ...] = ()
+    checks: bool = True
+    executor: ExecutorConfig = dataclasses.field(default_factory=ExecutorConfig)
+    text: str = ""
+
+    @property
+    def axis_keys(self) -> tuple[str, ...]:
+        return tuple(k for a in self.axes for k in a.keys)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([len(a.points) for a in self.axes])) if self.axes else 1
+
+    def cells(self) -> list[Cell]:
+        """Every cell of the grid, in grid order (the last axis varies fastest)."""
+        cells, seen = [], {}
+        for combo in itertools.product(*(a.points for a in self.axes)):
+            values = tuple((k, v) for axis, point in zip(self.axes, combo, strict=True)
+                           for k, v in zip(axis.keys, point, strict=True))
+            key = " ".join(f"{k}={format_value(v)}" for k, v in values)
+            try:
+                cfg = from_dict(type(self.base), _nest(values), base=self.base)
+            except ConfigError as exc:
+                raise ConfigError(f"sweep cell {key or '(base)'}: {exc}") from None
+            slug = _slug(key)
+            if slug in seen:
+                slug = f"{slug[:80]}-{_digest(key)[:8]}"
+            seen[slug] = key
+            cells.append(Cell(key, values, cfg, f"cells/{slug}", config_hash(cfg)))
+        return cells
+
+
+def config_hash(cfg) -> str:
+    """A short stable hash of a config's resolved TOML."""
+    return _digest(to_toml(cfg))[:16]
+
+
+def format_value(v: Any) -> str:
+    """An axis or metric value as written in names and results.csv (floats round-trip exactly)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (tuple, list)):
+        return "(" + ", ".join(format_value(x) for x in v) + ")"
+    return str(v)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _slug(key: str) -> str:
+    if not key:
+        return "base"
+    slug = re.sub(r"[^A-Za-z0-9._=+-]", "-", key.replace(" ", "_"))
+    if len(slug) > 100 or slug != key.replace(" ", "_"):
+        slug = f"{slug[:80]}-{_digest(key)[:8]}"
+    return slug
+
+
+def _nest(values) -> dict:
+    nested: dict = {}
+    for key, value in values:
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+def load_sweep(path: str | Path, *, overrides: tuple[str, ...] | list[str] = (),
+               executor: dict | None = None) -> SweepSpec:
+    """Read and check a sweep file.
+
+    ``overrides`` (``--set key=value``) apply to the base config; ``executor`` (``kind``, ``workers``,
+    ``scheduler``, ``connect_timeout``; None values ignored) overrides the file's ``[run]`` table.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such sweep file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return parse_sweep(raw, root=path.parent, text=text, overrides=overrides, executor=executor)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def parse_sweep(raw: dict, *, root: Path = Path("."), text: str = "", overrides=(), executor: dict | None = None
+                ) -> SweepSpec:
+    """A :class:`SweepSpec` from a parsed sweep file (see :func:`load_sweep`)."""
+    unknown = sorted(set(raw) - set(TABLES))
+    if unknown:
+        raise ConfigError(f"unknown table [{unknown[0]}]; a sweep file has [{'], ['.join(TABLES)}]")
+    base, label = _base(raw.get("base", {}), root)
+    if overrides:
+        base = apply_overrides(base, list(overrides))
+        label += " with " + " ".join(overrides)
+    axes = _axes(raw.get("axes", {}), base)
+    collect = raw.get("collect", {})
+    _only(collect, ("metrics", "checks"), "[collect]")
+    metrics = collect.get("metrics", [])
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise ConfigError("[collect] metrics: expected a list of names, e.g. metrics = [\"loss_gap\"]")
+    checks = collect.get("checks", True)
+    if not isinstance(checks, bool):
+        raise ConfigError(f"[collect] checks: expected true or false, got {checks!r}")
+    run = dict(raw.get("run", {}))
+    _only(run, ("executor", "workers", "scheduler", "connect_timeout"), "[run]")
+    if "executor" in run:
+        run["kind"] = run.pop("executor")
+    run.update({k: v for k, v in (executor or {}).items() if v is not None})
+    if run.get("scheduler") and "kind" not in run:
+        run["kind"] = "dask"
+    try:
+        exe = from_dict(ExecutorConfig, run, prefix="run.")
+    except ConfigError as exc:
+        raise ConfigError(f"[run] {exc}") from None
+    return SweepSpec(base, label, axes, tuple(metrics), checks, exe, text)
+
+
+def _only(table: dict, keys: tuple[str, ...], where: str) -> None:
+    extra = sorted(set(table) - set(keys))
+    if extra:
+        raise ConfigError(f"{where}: unknown key {extra[0]!r}; valid keys: {', '.join(keys)}")
+
+
+def _base(table: dict, root: Path):
+    from ..experiments import TRAINERS
+    from ..experiments.base import SCALES, get_preset
+
+    _only(table, ("preset", "scale", "config", "set"), "[base]")
+    preset, config = table.get("preset"), table.get("config")
+    if (preset is None) == (config is None):
+        raise ConfigError("[base] needs exactly one of preset = \"NAME\" or config = \"path/config.toml\"")
+    if preset is not None:
+        scale = table.get("scale", "quick")
+        if scale not in SCALES:
+            raise ConfigError(f"[base] scale must be one of {', '.join(SCALES)}, got {scale!r}")
+        base, label = get_preset(preset).make(scale), f"preset {preset} ({scale})"
+    else:
+        cpath = Path(config) if Path(config).is_absolute() else root / config
+        if not cpath.is_file():
+            raise ConfigError(f"[base] config {config!r}: no such file ({cpath})")
+        try:
+            kind = tomllib.loads(cpath.read_text(encoding="utf-8")).get("experiment")
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"[base] config {cpath}: not valid TOML ({exc})") from None
+        if kind not in TRAINERS:
+            raise ConfigError(f"[base] config {cpath}: set `experiment` to one of {', '.join(TRAINERS)} "
+                              f"(found {kind!r})")
+        base, label = load_toml(TRAINERS[kind][0], cpath), f"config {config}"
+    if not hasattr(base, "experiment") or base.experiment not in TRAINERS:
+        raise ConfigError(f"[base] {label}: its config has no trainer (experiment = "
+                          f"{getattr(base, 'experiment', None)!r})")
+    fixed = table.get("set", {})
+    if not isinstance(fixed, dict):
+        raise ConfigError("[base] set: expected a table of settings, e.g. [base.set] train.steps = 1000")
+    if fixed:
+        try:
+            base = from_dict(type(base), fixed, base=base)
+        except ConfigError as exc:
+            raise ConfigError(f"[base.set] {exc}") from None
+    return base, label
+
+
+def _flatten_axes(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for key, value in table.items():
+        name = prefix + key
+        if isinstance(value, dict) and not (set(value) & set(VALUE_SPECS)):
+            out.extend(_flatten_axes(value, name + "."))
+        else:
+            out.append((name, value))
+    return out
+
+
+def _values(name: str, spec: Any) -> list[Any]:
+    """The values of one axis from a list or a {values|range|linspace|geomspace = ...} table."""
+    if isinstance(spec, list):
+        values = spec
+    elif isinstance(spec, dict):
+        if len(spec) != 1:
+            raise ConfigError(f"axis {name!r}: give exactly one of {', '.join(VALUE_SPECS)}, got {sorted(spec)}")
+        (kind, args), = spec.items()
+        if kind == "values":
+            values = args
+        else:
+            if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                                                     for a in args):
+                raise ConfigError(f"axis {name!r}: {kind} expects a list of numbers, got {args!r}")
+            if kind == "range":
+                if not (2 <= len(args) <= 3) or not all(isinstance(a, int) for a in args):
+                    raise ConfigError(f"axis {name!r}: range = [start, stop] or [start, stop, step] (integers; stop "
+                                      f"excluded), got {args!r}")
+                values = list(range(*args))
+            else:
+                if len(args) != 3 or not isinstance(args[2], int) or args[2] < 1:
+                    raise ConfigError(f"axis {name!r}: {kind} = [first, last, count], got {args!r}")
+                if kind == "geomspace" and (args[0] <= 0 or args[1] <= 0):
+                    raise ConfigError(f"axis {name!r}: geomspace needs positive ends, got {args!r}")
+                fn = np.linspace if kind == "linspace" else np.geomspace
+                values = [float(v) for v in fn(args[0], args[1], args[2])]
+                if all(isinstance(a, int) for a in args[:2]) and all(v.is_integer() for v in values):
+                    values = [int(v) for v in values]
+    else:
+        raise ConfigError(f"axis {name!r}: expected a list of values or a table such as {{range = [0, 10]}}, "
+                          f"got {spec!r}")
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"axis {name!r}: no values")
+    return values
+
+
+def _freeze(value: Any) -> Any:
+    """Lists (values of tuple-typed settings) as tuples, so that points are hashable."""
+    return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+def _axes(table: dict, base) -> tuple[Axis, ...]:
+    if not isinstance(table, dict):
+        raise ConfigError("[axes] must be a table")
+    axes, used = [], set()
+    for name, spec in _flatten_axes(table):
+        keys = tuple(k.strip() for k in name.split(","))
+        values = _values(name, spec)
+        if len(keys) > 1:
+            if not all(isinstance(v, list) and len(v) == len(keys) for v in values):
+                raise ConfigError(f"axis {name!r}: zipped keys need a list of {len(keys)}-element lists, "
+                                  f"e.g. [[60, 50], [120, 100]]")
+            points = tuple(tuple(_freeze(x) for x in v) for v in values)
+        else:
+            points = tuple((_freeze(v),) for v in values)
+        for k in keys:
+            if k in used:
+                raise ConfigError(f"axis {k!r} appears twice")
+            used.add(k)
+        # type-check every value on its own (the error names the axis and the value)
+        for point in points:
+            for k, v in zip(keys, point, strict=True):
+                try:
+                    from_dict(type(base), _nest([(k, v)]), base=base)
+                except ConfigError as exc:
+                    raise ConfigError(f"axis {k!r} value {v!r}: {exc}") from None
+        if len(set(points)) != len(points):
+            raise ConfigError(f"axis {name!r} repeats a value")
+        axes.append(Axis(keys, points))
+    return tuple(axes)
