@@ -122,3 +122,19 @@ def test_float32_solver_option_is_certified_in_float64():
     rec = a.to_dict()
     assert rec["certified"] and rec["solver_details"]["precision"] in ("float32", "float32+float64")
     assert a.svm.W.dtype == torch.float64
+
+
+def test_dim_F_one_hot_shortcut_and_duplicates():
+    P = torch.tensor([[0.5, 0.5, 0, 0], [0.2, 0.3, 0.5, 0], [0, 0, 0, 1.0]], dtype=torch.float64)
+    distinct = NTPData.from_arrays(3 * torch.eye(3), P)
+    repeated = NTPData.from_arrays(torch.eye(3)[[0, 0, 1]], P)  # contexts 1 and 2 share an embedding
+    assert dim_F(distinct) == DataSubspace(distinct, "exact").dim == 3
+    assert dim_F(repeated) == DataSubspace(repeated, "exact").dim == 2
+
+
+def test_dual_separability_warm_starts_the_svm():
+    data = random_ntp(40, 50, 12, 4, seed=9)
+    sep = sep_mod.ntp_separability(data, method="dual")
+    again = svm_mod.ntp_svm(data, "dual")
+    assert sep.svm.iterations > 10 and again.iterations <= 10  # one residual check from the cached solution
+    assert rel(again.W, sep.svm.W) < 1e-9

@@ -28,7 +28,7 @@ from ..errors import SolverError
 from .constraints import constraints
 from .dual import DIVERGENCE_TOL, solve_dual
 from .subspace import subspace
-from .svm import KKT_TOL, MarginProgram, SVMResult
+from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
 
 #: A separating certificate must have margin >= 1 - CERT_TOL after cleaning; an infeasibility certificate
 #: must have residual ||A_in^T y + A_eq^T μ|| <= CERT_TOL.
@@ -130,7 +130,9 @@ def _dual_verdict(data: NTPData, program: MarginProgram, **options) -> Separabil
     status = "optimal" if run.converged else f"iteration limit ({run.iterations} iterations; raise max_iter)"
     svm = program.finish(program._stack(run.lam, run.mu), run.lam, run.mu, solver="dual", start=start,
                          iterations=run.iterations, status=status, tol=KKT_TOL,
-                         details={"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz})
+                         details={"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
+                                  "dual_seconds": run.seconds})
+    data._cache[DUAL_CACHE_KEY] = svm  # a warm start for a later ntp_svm(data, "dual")
     W = subspace(data).project_perp(svm.W)
     margin = float(program.ineq.apply(W).min())
     if margin <= 0:

@@ -146,6 +146,9 @@ def dim_F(data: NTPData) -> int:
     """
     S, H = data.support, data.H
     R = int(S.sum()) - data.m
+    nz = H != 0
+    if bool((nz.sum(1) == 1).all()) and torch.unique(nz.to(torch.int8).argmax(1)).numel() == data.m:
+        return R  # one-hot (scaled) embeddings of distinct contexts: H has full row rank
     MMt = None
     n_null = 0
     for v in torch.nonzero(S.sum(0) > 0).flatten().tolist():  # one thin SVD per token: setup, not a hot path

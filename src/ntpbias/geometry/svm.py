@@ -43,6 +43,8 @@ POLISH_MAX_ROWS = 1000
 AUTO_CLARABEL_MAX_NNZ = 300_000
 #: The backends of :meth:`MarginProgram.solve`.
 SOLVERS = ("auto", "clarabel", "dual")
+#: Where a dual-solver NTP-SVM solution of a dataset is kept (``data._cache``) to warm-start later dual solves.
+DUAL_CACHE_KEY = "ntp_svm_dual"
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,8 @@ class SVMResult:
     kkt : KKT residuals recomputed from (W, λ, μ).
     status : "optimal" (certified to ``tol``) or "inaccurate" (the solver stopped short; the residuals say by how much).
     solver : backend name.  solve_seconds : wall time of the solve.  iterations : solver iterations if known.
-    details : backend facts (dual: ``form``, ``precision``, ``lipschitz``; both: ``polish`` = how the
-    active-set polish went).
+    details : backend facts (dual: ``form``, ``precision``, ``lipschitz``, ``dual_seconds`` = time in the
+    accelerated-gradient solver; both: ``polish`` = how the active-set polish went).
     """
 
     W: torch.Tensor
@@ -216,7 +218,8 @@ class MarginProgram:
             lam, mu, iters = run.lam, run.mu, run.iterations
             W = self._stack(lam, mu)
             status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
-            details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz}
+            details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
+                       "dual_seconds": run.seconds}
         return self.finish(W, lam, mu, solver=name, start=start, iterations=iters, status=status, tol=tol,
                            polish=polish, details=details)
 
@@ -352,7 +355,8 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
     ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
     :meth:`MarginProgram.solve`; W^mm depends on the data only through H and the supports, so a solution for
-    the same supports (or nearby H) is a good warm start.
+    the same supports (or nearby H) is a good warm start. Without one, the dual solver starts from the solution
+    the dual separability check (:func:`~ntpbias.geometry.separability.ntp_separability`) left for ``data``.
 
     Examples
     --------
@@ -366,7 +370,10 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     cons = constraints(data)
     if len(cons.ineq) == 0:
         raise NotSeparableError("every context has full support: no out-of-support token, so no max-margin direction")
-    return MarginProgram(cons.ineq, cons.eq).solve(solver, tol=tol, warm_start=warm_start, **options)
+    program = MarginProgram(cons.ineq, cons.eq)
+    if warm_start is None and program.choose_solver(solver) == "dual":
+        warm_start = data._cache.get(DUAL_CACHE_KEY)  # e.g. from the dual separability check
+    return program.solve(solver, tol=tol, warm_start=warm_start, **options)
 
 
 def ntp_margin(W: torch.Tensor, data: NTPData) -> torch.Tensor:
