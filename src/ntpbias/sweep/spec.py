@@ -201,13 +201,13 @@ def parse_sweep(raw: dict, *, root: Path = Path("."), text: str = "", overrides=
     _only(run, ("executor", "workers", "scheduler", "connect_timeout"), "[run]")
     if "executor" in run:
         run["kind"] = run.pop("executor")
-    run.update({k: v for k, v in (executor or {}).items() if v is not None})
+    given = {k: v for k, v in (executor or {}).items() if v is not None}
+    if given.get("scheduler") and "kind" not in given:
+        given["kind"] = "dask"  # --scheduler implies --executor dask
+    run.update(given)
     if run.get("scheduler") and "kind" not in run:
         run["kind"] = "dask"
-    try:
-        exe = from_dict(ExecutorConfig, run, prefix="run.")
-    except ConfigError as exc:
-        raise ConfigError(f"[run] {exc}") from None
+    exe = from_dict(ExecutorConfig, run, prefix="run.")
     return SweepSpec(base, label, axes, tuple(metrics), checks, exe, text)
 
 
