@@ -82,8 +82,7 @@ def cli(debug: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def _register_commands() -> None:
-    # each module adds its command to `cli`
-    from . import analyze, corpus, predict, reproduce, structure, sweep, train  # noqa: F401
+    from . import analyze, corpus, reproduce, structure, sweep, train  # noqa: F401  (each module adds its command to `cli`)
 
 
 def main(argv: list[str] | None = None) -> None:
