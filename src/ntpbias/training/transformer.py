@@ -32,7 +32,14 @@ from ..errors import DataError, NotSeparableError
 from ..geometry.svm import SVMResult
 from ..geometry.transformer import token_basis, wkq_star, wov_star
 from ..metrics import cosine, frobenius
-from ..models.transformer import TransformerInputs, attention, forward_reparam, loss_and_grad_L0, loss_and_grads
+from ..models.transformer import (
+    TransformerInputs,
+    attention,
+    cross_entropy,
+    forward_reparam,
+    loss_and_grad_L0,
+    loss_and_grads,
+)
 from .init import lecun
 from .loop import History, TrainConfig, Trainer
 from .optimizers import Optimizer, OptimizerConfig
@@ -124,7 +131,7 @@ class TransformerTask:
         pooled = torch.einsum("nl,nld->nd", weights, self.inputs.X)  # (N, d)
         logits = pooled @ W_ov.mT  # (B, N, V)
         target = self.inputs.y.expand(logits.shape[:-1])
-        per_sample = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none")
+        per_sample, _ = cross_entropy(logits.flatten(0, 1), target.flatten())  # stable: L* reaches 1e-22
         return per_sample.reshape(target.shape) @ self.inputs.pi
 
 
@@ -183,8 +190,13 @@ class Stage1Problem:
             "margin_spread_ov": (gaps.nan_to_num(-math.inf).amax(1) - gaps.nan_to_num(math.inf).amin(1)).amax(1),
         }
         if self.task.W_ov_star is not None:
-            out["cos_ov"] = _cos_or_nan(W, self.task.W_ov_star.W[None])
+            out["cos_ov"] = _cos_or_nan(W, _like(self.task.W_ov_star.W, W))
         return out
+
+
+def _like(ref: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """A reference matrix (solved on the CPU) as a (1, ...) tensor on W's device and dtype."""
+    return ref.to(device=W.device, dtype=W.dtype)[None]
 
 
 def _model_metrics(task: TransformerTask, W_ov: torch.Tensor, W_kq: torch.Tensor):
@@ -207,7 +219,7 @@ def _model_metrics(task: TransformerTask, W_ov: torch.Tensor, W_kq: torch.Tensor
         "cos_neg_grad_kq": _cos_or_nan(W_kq, -g_kq),
     }
     if task.W_kq_star is not None:
-        W_star = task.W_kq_star.W[None]
+        W_star = _like(task.W_kq_star.W, W_kq)
         out["cos_kq"] = _cos_or_nan(W_kq, W_star)
         out["cos_grad_kq_star"] = cosine(g_kq, W_star)
     rel = task.structure.relations.to(W_kq.device)
@@ -297,7 +309,7 @@ class JointProblem:
         out["grad_norm"] = (frobenius(g_ov) ** 2 + frobenius(g_kq) ** 2).sqrt()
         out["norm_ov"] = frobenius(W_ov)
         if self.task.W_ov_star is not None:
-            out["cos_ov"] = _cos_or_nan(W_ov, self.task.W_ov_star.W[None])
+            out["cos_ov"] = _cos_or_nan(W_ov, _like(self.task.W_ov_star.W, W_ov))
         return out
 
 
