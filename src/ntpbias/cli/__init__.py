@@ -82,7 +82,8 @@ def cli(debug: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def _register_commands() -> None:
-    from . import analyze, corpus, reproduce, structure, sweep, train  # noqa: F401  (each module adds its command to `cli`)
+    # each module adds its command to `cli`
+    from . import analyze, corpus, predict, reproduce, structure, sweep, train  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> None:
