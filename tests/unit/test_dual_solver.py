@@ -278,3 +278,19 @@ def test_no_warning_on_converged_solve():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prog.solve("dual")
+
+
+def test_divergence_through_an_equality_clash_gives_the_exact_gordan_direction():
+    """ineq row 0 and the equality are the same functional: p^T(h_0 - h_1) >= 1 and = 0. The only Gordan
+    direction is λ = e_0, μ = -1 (derived by hand); the iterate's own ratio decays like 1/k², the drift's at once."""
+    H = torch.randn(4, 5, dtype=F64, generator=torch.Generator().manual_seed(3))
+    z = torch.zeros(2, dtype=torch.long)
+    ineq = LogitGaps(H, 1, z, torch.tensor([0, 2]), z, torch.tensor([1, 3]))
+    eq = LogitGaps(H, 1, z[:1], torch.tensor([0]), z[:1], torch.tensor([1]))
+    prog = MarginProgram(ineq, eq)
+    with pytest.raises(NotSeparableError):
+        prog.solve("clarabel")
+    sol = solve_dual(prog)
+    assert sol.diverged and sol.iterations < 2000
+    np.testing.assert_allclose(sol.lam.numpy(), [1.0, 0.0], atol=1e-5)
+    np.testing.assert_allclose(sol.mu.numpy(), [-1.0], atol=1e-5)

@@ -26,10 +26,13 @@ eigenvalue of the scaled Hessian. It works in one of two parametrizations of the
 
 Stopping uses the same residuals as the KKT certificate (:class:`~ntpbias.geometry.svm.KKT`), evaluated every
 ``check_every`` iterations (the only host synchronizations, so the loop runs unchanged on a GPU). Data that
-admit no feasible W make (D) unbounded: the multipliers grow while ||A^T y|| / Σλ -> 0. Since
-||A^T y|| / Σλ >= 1/||W^mm|| for every dual-feasible y when (P) is feasible, a ratio below
-``DIVERGENCE_TOL`` times the largest row norm proves that no W has a normalized margin above that: the run
-stops with ``diverged=True`` and the normalized multipliers, a Gordan certificate of (near) infeasibility.
+admit no feasible W make (D) unbounded: the multipliers grow without bound while W = A^T y stays bounded. Since
+||A^T y|| / Σλ >= 1/||W^mm|| for every dual-feasible y (λ >= 0) when (P) is feasible, a ratio below
+``DIVERGENCE_TOL`` times the largest row norm proves that no W has a normalized margin above that. Two
+candidates y are tried: the iterate itself and its growth since a checkpoint (λ part clipped at 0), which
+isolates the recession direction and shows divergence long before the iterate's own ratio (which decays only
+like 1/k²) does. The run then stops with ``diverged=True`` and the normalized candidate, a Gordan certificate of
+(near) infeasibility.
 
 :func:`gram_solve` is conjugate gradients on A A^T (matrix-free, batched) for the subspace F, W* and the
 matrix-free active-set polish of :meth:`~ntpbias.geometry.svm.MarginProgram.polish`.
@@ -40,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -124,6 +127,7 @@ class _Ops:
     a_cell: torch.Tensor  # (R,) flat index a*m + j into the (p, m) logit matrix
     b_cell: torch.Tensor  # (R,)
     n_in: int
+    cache: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, ineq: LogitGaps, eq: LogitGaps | None, device, dtype) -> _Ops:
@@ -479,6 +483,7 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
     ops = _Ops.build(program.ineq, program.eq, device, dtype)
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
+    ops.cache["row_norm"] = row_norm
     P = _form(ops, form, norms2)
     if not (math.isfinite(row_norm) and row_norm > 0):  # H overflows or underflows in this precision
         return _nonfinite(P, ops)
@@ -503,13 +508,15 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
     t = torch.ones((), dtype=dtype, device=device)
     best = (math.inf, X, 0)
     stalled = 0  # checks without a 10% improvement of the best residual (float32 only: hand over to float64)
+    ref = (0, X, W)  # checkpoint for the drift direction X - X_ref, renewed when the iteration count doubles
+    threshold = DIVERGENCE_TOL * row_norm
     history = []
-    state = {"converged": False, "diverged": False, "nonfinite": False}
+    state = {"converged": False, "diverged": None, "nonfinite": False}
     it = 0
     while True:
         if it % check_every == 0 or it == max_iter:
-            res = _residuals(P, ops, X, W, L)
-            primal, cs, gap, gordan, finite = res.tolist()
+            res = _residuals(P, ops, X, W, L, ref[1], ref[2])
+            primal, cs, gap, gordan, drift, finite = res.tolist()
             worst = max(primal, cs, gap)
             history.append((it, worst))
             if not finite:
@@ -521,9 +528,15 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
             if worst <= tol:
                 state["converged"] = True
                 break
-            if gordan <= DIVERGENCE_TOL * row_norm:
-                state["diverged"] = True
-                break
+            if min(gordan, drift) <= 10 * threshold:  # candidates y = X and (X - X_ref)^+, checked exactly
+                for lam_c, mu_c in (P.duals(X), _drift(P, X, ref[1])):
+                    if _gordan_ratio(ops, P, lam_c, mu_c) <= threshold:
+                        state["diverged"] = (lam_c, mu_c)
+                        break
+                if state["diverged"] is not None:
+                    break
+            if it >= 2 * ref[0]:
+                ref = (max(it, 1), X, W)
             if it >= max_iter or (dtype == torch.float32 and stalled >= FLOAT32_PATIENCE):
                 X = best[1]
                 break
@@ -538,13 +551,14 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
         it += 1
     if state["nonfinite"]:
         return _nonfinite(P, ops) | {"iterations": it, "history": history}
-    lam, mu = P.duals(X)
-    gordan = _gordan(ops, P, X, row_norm)
-    if state["diverged"]:
+    lam, mu = P.duals(X) if state["diverged"] is None else state["diverged"]
+    gordan = _gordan_ratio(ops, P, lam, mu, guard=False) / row_norm
+    if state["diverged"] is not None:
         total = lam.sum()
         lam, mu = lam / total, mu / total
-    return {"lam": lam, "mu": mu, "iterations": it, "converged": state["converged"], "diverged": state["diverged"],
-            "nonfinite": False, "gordan": gordan, "form": P.name, "lipschitz": lip, "history": history}
+    return {"lam": lam, "mu": mu, "iterations": it, "converged": state["converged"],
+            "diverged": state["diverged"] is not None, "nonfinite": False, "gordan": gordan, "form": P.name,
+            "lipschitz": lip, "history": history}
 
 
 def _nonfinite(P, ops) -> dict:
@@ -553,8 +567,9 @@ def _nonfinite(P, ops) -> dict:
             "nonfinite": True, "gordan": math.inf, "form": P.name, "lipschitz": math.nan, "history": []}
 
 
-def _residuals(P, ops: _Ops, X, W, L) -> torch.Tensor:
-    """[primal violation, complementary slackness, relative duality gap, ||A^T y||/Σλ, all finite] at X."""
+def _residuals(P, ops: _Ops, X, W, L, X_ref, W_ref) -> torch.Tensor:
+    """[primal violation, complementary slackness, relative duality gap, ||A^T y||/Σλ, the same ratio for the
+    drift y = X - X_ref (unclipped: a cheap screen), all finite] at X, as one tensor (one host sync)."""
     lam, mu = P.duals(X)
     g = ops.gaps(L)
     g_in, g_eq = g[: ops.n_in], g[ops.n_in:]
@@ -566,16 +581,42 @@ def _residuals(P, ops: _Ops, X, W, L) -> torch.Tensor:
     total = lam.sum()
     gap = (w2 - total).abs() / torch.clamp(0.5 * w2, min=1)
     gordan = torch.where(total > 0, w2.sqrt() / total, torch.full_like(total, math.inf))
+    grown = total - P.duals(X_ref)[0].sum()
+    drift = torch.where(grown > 0, torch.linalg.vector_norm(W - W_ref) / grown, torch.full_like(total, math.inf))
     finite = torch.isfinite(torch.stack([viol, cs, gap, w2])).all().to(g.dtype)
-    return torch.stack([viol, cs, gap, gordan, finite])
+    return torch.stack([viol, cs, gap, gordan, drift, finite])
 
 
-def _gordan(ops: _Ops, P, X, scale: float) -> float:
-    """||A^T y|| / (Σλ · max_i ||A_i||) at X."""
-    lam, _ = P.duals(X)
+def _drift(P, X, X_ref) -> tuple[torch.Tensor, torch.Tensor]:
+    """The multipliers' growth since the checkpoint, λ clipped at 0: the recession direction of a diverging dual."""
+    lam, mu = P.duals(X)
+    lam_ref, mu_ref = P.duals(X_ref)
+    return (lam - lam_ref).clamp(min=0), mu - mu_ref
+
+
+def _gordan_ratio(ops: _Ops, P, lam: torch.Tensor, mu: torch.Tensor, *, guard: bool = True) -> float:
+    """||A_in^T λ + A_eq^T μ|| / Σλ for λ >= 0 (inf if Σλ = 0), recomputed from (λ, μ); with ``guard``, plus a bound
+    on its rounding error, so that a value below the threshold is one in exact arithmetic too.
+
+    For every such (λ, μ) and every feasible W of (P): Σλ <= <W, A_in^T λ + A_eq^T μ> <= ||W|| ||A^T y||, so the
+    ratio bounds the max normalized margin 1/||W^mm|| from above.
+    """
     total = float(lam.sum())
-    W, _ = ops.primal(P.scatter(X))
-    return float(torch.linalg.vector_norm(W)) / (total * scale) if total > 0 else math.inf
+    if not total > 0:
+        return math.inf
+    W, _ = ops.primal(P.scatter(P.from_duals(lam, mu)))
+    ratio = float(torch.linalg.vector_norm(W)) / total
+    if guard:
+        mass = float(lam.abs().sum() + mu.abs().sum())
+        ratio += 8 * torch.finfo(W.dtype).eps * math.sqrt(max(ops.R, 1)) * _row_norm(ops) * mass / total
+    return ratio
+
+
+def _row_norm(ops: _Ops) -> float:
+    """max_i ||A_i|| (cached on the operator bundle)."""
+    if "row_norm" not in ops.cache:
+        ops.cache["row_norm"] = float(ops.row_sq_norms().max().sqrt()) if ops.R else 1.0
+    return ops.cache["row_norm"]
 
 
 # --------------------------------------------------------------------------------------------- CG on A A^T
