@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -122,12 +122,10 @@ class _Ops:
 
     H: torch.Tensor  # (m, c)
     left: torch.Tensor | None  # (p, rows)
-    rows: int
     p: int
     a_cell: torch.Tensor  # (R,) flat index a*m + j into the (p, m) logit matrix
     b_cell: torch.Tensor  # (R,)
     n_in: int
-    cache: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, ineq: LogitGaps, eq: LogitGaps | None, device, dtype) -> _Ops:
@@ -137,7 +135,7 @@ class _Ops:
         m = H.shape[0]
         p = A.rows if left is None else left.shape[0]
         a, j, b, k = (t.to(device) for t in (A.a, A.j, A.b, A.k))
-        return cls(H, left, A.rows, p, a * m + j, b * m + k, len(ineq))
+        return cls(H, left, p, a * m + j, b * m + k, len(ineq))
 
     @property
     def R(self) -> int:
@@ -432,7 +430,9 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
         if run["nonfinite"] and work_dtype == torch.float32:
             warnings.warn("the float32 dual solve produced non-finite values (the problem is too large or badly "
                           "scaled for float32); solving again in float64", stacklevel=2)
+            used = run["iterations"]
             run = _run(program, work_device, torch.float64, tol, max_iter, lam0, mu0, form, check_every)
+            run["iterations"] += used
             precision = "float64 (float32 gave non-finite values)"
         elif work_dtype == torch.float32 and not run["diverged"]:
             lam, mu = (x.to(device=home_device, dtype=torch.float64) for x in (run["lam"], run["mu"]))
@@ -446,9 +446,9 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
             raise SolverError("the dual solver produced non-finite values in float64; check the data for "
                               "extreme magnitudes (rescale H)")
     except torch.cuda.OutOfMemoryError:
+        hint = "float32, " if work_dtype == torch.float64 else ""
         raise SolverError(f"out of GPU memory on {work_device} solving a max-margin program with {n_vars} variables "
-                          f"and {n_rows} constraints in {work_dtype}; use float32, a larger GPU, or device cpu"
-                          ) from None
+                          f"and {n_rows} constraints in {work_dtype}; use {hint}a larger GPU, or device cpu") from None
     except MemoryError:
         raise SolverError(f"out of memory solving a max-margin program with {n_vars} variables and {n_rows} "
                           "constraints") from None
@@ -483,7 +483,6 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
     ops = _Ops.build(program.ineq, program.eq, device, dtype)
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
-    ops.cache["row_norm"] = row_norm
     P = _form(ops, form, norms2)
     if not (math.isfinite(row_norm) and row_norm > 0):  # H overflows or underflows in this precision
         return _nonfinite(P, ops)
@@ -530,7 +529,7 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
                 break
             if min(gordan, drift) <= 10 * threshold:  # candidates y = X and (X - X_ref)^+, checked exactly
                 for lam_c, mu_c in (P.duals(X), _drift(P, X, ref[1])):
-                    if _gordan_ratio(ops, P, lam_c, mu_c) <= threshold:
+                    if _gordan_ratio(ops, P, lam_c, mu_c, row_norm=row_norm) <= threshold:
                         state["diverged"] = (lam_c, mu_c)
                         break
                 if state["diverged"] is not None:
@@ -552,7 +551,7 @@ def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) ->
     if state["nonfinite"]:
         return _nonfinite(P, ops) | {"iterations": it, "history": history}
     lam, mu = P.duals(X) if state["diverged"] is None else state["diverged"]
-    gordan = _gordan_ratio(ops, P, lam, mu, guard=False) / row_norm
+    gordan = _gordan_ratio(ops, P, lam, mu) / row_norm
     if state["diverged"] is not None:
         total = lam.sum()
         lam, mu = lam / total, mu / total
@@ -594,9 +593,10 @@ def _drift(P, X, X_ref) -> tuple[torch.Tensor, torch.Tensor]:
     return (lam - lam_ref).clamp(min=0), mu - mu_ref
 
 
-def _gordan_ratio(ops: _Ops, P, lam: torch.Tensor, mu: torch.Tensor, *, guard: bool = True) -> float:
-    """||A_in^T λ + A_eq^T μ|| / Σλ for λ >= 0 (inf if Σλ = 0), recomputed from (λ, μ); with ``guard``, plus a bound
-    on its rounding error, so that a value below the threshold is one in exact arithmetic too.
+def _gordan_ratio(ops: _Ops, P, lam: torch.Tensor, mu: torch.Tensor, *, row_norm: float | None = None) -> float:
+    """||A_in^T λ + A_eq^T μ|| / Σλ for λ >= 0 (inf if Σλ = 0), recomputed from (λ, μ); given ``row_norm``
+    (max_i ||A_i||), plus a bound on its rounding error, so that a value below a threshold is one in exact
+    arithmetic too.
 
     For every such (λ, μ) and every feasible W of (P): Σλ <= <W, A_in^T λ + A_eq^T μ> <= ||W|| ||A^T y||, so the
     ratio bounds the max normalized margin 1/||W^mm|| from above.
@@ -606,17 +606,10 @@ def _gordan_ratio(ops: _Ops, P, lam: torch.Tensor, mu: torch.Tensor, *, guard: b
         return math.inf
     W, _ = ops.primal(P.scatter(P.from_duals(lam, mu)))
     ratio = float(torch.linalg.vector_norm(W)) / total
-    if guard:
+    if row_norm is not None:
         mass = float(lam.abs().sum() + mu.abs().sum())
-        ratio += 8 * torch.finfo(W.dtype).eps * math.sqrt(max(ops.R, 1)) * _row_norm(ops) * mass / total
+        ratio += 8 * torch.finfo(W.dtype).eps * math.sqrt(max(ops.R, 1)) * row_norm * mass / total
     return ratio
-
-
-def _row_norm(ops: _Ops) -> float:
-    """max_i ||A_i|| (cached on the operator bundle)."""
-    if "row_norm" not in ops.cache:
-        ops.cache["row_norm"] = float(ops.row_sq_norms().max().sqrt()) if ops.R else 1.0
-    return ops.cache["row_norm"]
 
 
 # --------------------------------------------------------------------------------------------- CG on A A^T
