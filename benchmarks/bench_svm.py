@@ -119,8 +119,8 @@ def main() -> None:
             print(f"{name} {SIZES[name]}: skipped (no CUDA GPU)")
             continue
         device = "cuda" if name == "gpu" else "cpu"
-        data = random_ntp(m, d, V, k, seed=args.seed)
-        options = {"device": device, **({"dtype": torch.float32} if args.float32 else {})}
+        data = random_ntp(m, d, V, k, seed=args.seed).to(device)  # certificate and polish run there too
+        options = {"dtype": torch.float32} if args.float32 else {}
         t0 = time.perf_counter()
         res = ntp_svm(data, "dual", **options)
         t_dual = time.perf_counter() - t0
@@ -140,7 +140,7 @@ def main() -> None:
         if args.analyze:
             from ntpbias.geometry.analysis import analyze
 
-            fresh = random_ntp(m, d, V, k, seed=args.seed)
+            fresh = random_ntp(m, d, V, k, seed=args.seed).to(device)
             t0 = time.perf_counter()
             an = analyze(fresh, solver_options=options)
             t_an = time.perf_counter() - t0
