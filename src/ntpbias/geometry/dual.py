@@ -273,10 +273,13 @@ class _GroupForm:
 
     @classmethod
     def detect(cls, ops: _Ops) -> _GroupForm | None:
-        """The grouped form when the scatter y -> Λ is injective (module doc), else None."""
+        """The grouped form when the scatter y -> Λ is injective (module doc) and the groups are not so uneven
+        that padding them would cost more than 4x the cells, else None."""
         if ops.R == 0 or torch.unique(ops.b_cell).numel() != ops.R or torch.isin(ops.b_cell, ops.a_cell).any():
             return None
         groups, gid = torch.unique(ops.a_cell, return_inverse=True)
+        if len(groups) * (1 + int(torch.bincount(gid).max())) > 4 * (ops.R + len(groups)):
+            return None  # very uneven groups: the padded layout would not be linear in the number of rows
         return cls(ops, groups, gid)
 
     def zeros(self) -> torch.Tensor:
