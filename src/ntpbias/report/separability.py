@@ -137,7 +137,7 @@ def transition_figure(out, rows: list[dict]):
         ax.axvline(1.0, color="grey", lw=0.8)
         ax.set(xlabel="d / m", ylabel="fraction of datasets", ylim=(-0.02, 1.02), xlim=(0, 1.05),
                title=f"{title}, m = {m_max}")
-        if ax.lines:
+        if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=7, loc="lower right")
     return save(fig, out, "separability-transition", "NTP-separability and compatibility against d/m",
                 f"Fraction of random datasets (Gaussian embeddings, uniformly random supports, m = {m_max}) that are "

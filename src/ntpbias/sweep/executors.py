@@ -167,13 +167,7 @@ def _worker_main(conn) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     for var in _THREAD_VARS:
-        os.environ[var] = "1"  # before anything imports torch / BLAS
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover
-        pass
+        os.environ[var] = "1"  # one BLAS/torch thread per worker: set before a task imports torch
     conn.send(_READY)
     while True:
         try:

@@ -23,9 +23,10 @@ A sweep file (TOML)::
     workers = 0                        # 0 = every core
     scheduler = ""                     # dask: tcp://host:8786 of an existing cluster
 
-Every axis value goes through :func:`ntpbias.config.from_dict` on the base config, exactly like ``--set``:
-an unknown key or a value of the wrong type is a :class:`~ntpbias.errors.ConfigError` naming the axis, raised
-before any cell runs.
+Axes are taken in the order of the parsed ``[axes]`` table (TOML groups dotted keys with a common prefix, e.g.
+all ``optimizer.*`` keys, together); the last axis varies fastest. Every axis value goes through
+:func:`ntpbias.config.from_dict` on the base config, exactly like ``--set``: an unknown key or a value of the
+wrong type is a :class:`~ntpbias.errors.ConfigError` naming the axis, raised before any cell runs.
 """
 
 from __future__ import annotations
