@@ -1,0 +1,122 @@
+"""The NTP-separability phase transition: Cover's function counting theorem exactly, Cover's threshold 1/2,
+bisection against a full scan, the counting bound for compatibility, the statistics helpers, the group."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from ntpbias.data.ntp import NTPData
+from ntpbias.data.synthetic import random_ntp
+from ntpbias.experiments import separability as sep
+from ntpbias.experiments.base import RunContext
+from ntpbias.geometry.separability import ntp_separability
+from ntpbias.geometry.subspace import subspace
+from ntpbias.report.separability import cover_cdf, dkw_bound, fraction_curve, median_ci, read_trials, wilson
+
+
+def test_cover_function_counting_theorem_exactly():
+    """All 2^m labelings of m = 7 Gaussian points in R^3: exactly C(7, 3) = 2 Σ_{i<3} binom(6, i) = 44 are
+    homogeneously separable, as decided by the NTP-separability LP on one-hot binary data (V = 2, |S_j| = 1)."""
+    m, d = 7, 3
+    H = torch.randn(m, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    count = 0
+    for labels in itertools.product((0, 1), repeat=m):
+        P = torch.zeros(m, 2, dtype=torch.float64)
+        P[torch.arange(m), torch.tensor(labels)] = 1.0
+        result = ntp_separability(NTPData.from_arrays(H, P))
+        assert result.certified
+        count += result.separable
+    assert count == 2 * sum(math.comb(m - 1, i) for i in range(d)) == 44
+    assert math.isclose(float(cover_cdf(m, np.array(d))), 44 / 2**m)
+
+
+def test_one_hot_binary_threshold_near_one_half():
+    """d* - 1 ~ Bin(m-1, 1/2) (Cover), so the median critical ratio is near 1/2 on a small grid."""
+    m = 24
+    results = sep.run_trials(sep.SeparabilityConfig(V=2, support_size=1, m=m, trials=150, scan=0, seed=11))
+    d_star = np.array([r.d_sep for r in results])
+    d, frac = fraction_curve(d_star, m)
+    assert np.max(np.abs(frac - cover_cdf(m, d))) <= dkw_bound(len(d_star), 1e-3)
+    med, lo, hi = median_ci(d_star / m, level=0.99)
+    assert lo <= (1 + stats.binom.median(m - 1, 0.5)) / m <= hi
+    assert abs(med - 0.5) <= 0.1
+    assert all(r.certified == r.solves for r in results)
+    # the checks of the experiment agree
+    checks = {c.name.split(": ")[1]: c for c in sep.config_checks("cover", results)}
+    assert checks["Cover's law"].passed and checks["Cover threshold"].passed and checks["certificates"].passed
+
+
+@pytest.mark.parametrize(("V", "k"), [(5, 2), (4, 1)])
+def test_bisection_equals_a_full_scan_over_d(V, k):
+    """Verdicts at every d = 1..m are monotone (padding argument) and switch at the bisection's d*."""
+    m = 10
+    for t in range(3):
+        task = sep.Trial(V, k, m, seed=5, trial=t)
+        res = sep.critical_dimensions(task)
+        full = sep.trial_dataset(task)
+        verdict_sep, verdict_comp = [], []
+        for d in range(1, m + 1):
+            data = NTPData.from_arrays(full.H[:, :d], full.P, full.pi)
+            verdict_sep.append(ntp_separability(data).separable)
+            verdict_comp.append(subspace(data).compatible)
+        assert verdict_sep == [d >= res.d_sep for d in range(1, m + 1)]
+        assert verdict_comp == [d >= res.d_comp for d in range(1, m + 1)]
+        assert verdict_sep[-1] and verdict_comp[-1]  # Lemma 1: d = m suffices
+        assert res.d_comp >= math.ceil(m * (k - 1) / (V - 1))  # counting bound dim F <= (V-1) d
+
+
+def test_trial_datasets_are_nested_and_seeded():
+    task = sep.Trial(6, 2, 9, seed=1, trial=4)
+    a, b = sep.trial_dataset(task), sep.trial_dataset(task, d=5)
+    assert torch.equal(a.H[:, :5], b.H) and torch.equal(a.P, b.P)
+    other = sep.trial_dataset(sep.Trial(6, 2, 9, seed=1, trial=5))
+    assert not torch.equal(a.H, other.H)
+    assert (a.support.sum(1) == 2).all()
+
+
+def test_statistics_helpers_against_independent_computations():
+    # fraction curve against a naive loop
+    d_star = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    _, frac = fraction_curve(d_star, 9)
+    assert frac.tolist() == [sum(x <= d for x in d_star) / 8 for d in range(10)]
+    # Wilson interval against scipy's binomtest
+    lo, hi = wilson(np.array([0, 7, 20]), 20)
+    for k, a, b in zip((0, 7, 20), lo, hi, strict=True):
+        ci = stats.binomtest(k, 20).proportion_ci(0.95, method="wilson")
+        assert math.isclose(a, ci.low, abs_tol=1e-12) and math.isclose(b, ci.high, abs_tol=1e-12)
+    # the median interval covers the median in at least 95% of samples (uniform data; estimated by simulation)
+    rng = np.random.default_rng(0)
+    covered = np.mean([lo <= 0.5 <= hi for lo, hi in
+                       (median_ci(rng.random(41))[1:] for _ in range(400))])
+    assert covered >= 0.93
+    # Cover's law: C(m, d) / 2^m by the counting formula
+    for m, d in ((5, 1), (5, 2), (8, 4), (8, 8), (8, 9)):
+        assert math.isclose(float(cover_cdf(m, np.array(d))),
+                            min(1.0, 2 * sum(math.comb(m - 1, i) for i in range(d)) / 2**m))
+
+
+def test_highs_numerical_trouble_is_decided_by_the_gordan_certificate():
+    """m = 100, V = 10, |S_j| = 6, d = 50: HiGHS stops with status 4; the Gordan LP certifies infeasibility."""
+    full = random_ntp(100, 100, 10, 6, seed=1)
+    result = ntp_separability(NTPData.from_arrays(full.H[:, :50], full.P))
+    assert not result.separable and result.certified and result.residual < 1e-10
+
+
+def test_reproduce_group_at_smoke_scale(tmp_path):
+    section = sep.run_group(RunContext(out=tmp_path, scale="smoke"))
+    rows = read_trials(tmp_path / "data" / "trials.csv")
+    assert len(rows) == 48 + 24 + 24 and {(r["V"], r["k"], r["m"]) for r in rows} == {(2, 1, 12), (5, 1, 12),
+                                                                                        (5, 2, 12)}
+    for fig in ("separability-transition", "separability-thresholds", "separability-cover"):
+        assert (tmp_path / "figures" / f"{fig}.png").stat().st_size > 1000
+    names = [c.name for c in section.checks]
+    assert "V=2, |S|=1, m=12: Cover's law" in names and "V=5, |S|=2, m=12: counting bound" in names
+    assert all(c.passed for c in section.checks if "certificates" in c.name or "monotone" in c.name)
+    assert section.facts["certified verdicts"] == section.facts["separability verdicts (LPs)"]
+    assert (tmp_path / "report.html").exists() and (tmp_path / "summary.json").exists()
