@@ -40,6 +40,10 @@ RANK_RTOL = 1e-5
 class DataSubspace:
     """F for one dataset; use :func:`subspace` to get the cached instance.
 
+    ``method``: ``"exact"``, ``"iterative"`` or ``"auto"`` (exact up to :data:`EXACT_MAX_ROWS` rows; module doc).
+    Attributes: ``dim``, ``W_star``, ``compatibility_residual``, ``compatible``, ``method`` (the one used),
+    ``cg_iterations`` (of the iterative W* solve).
+
     Examples
     --------
     >>> import torch
