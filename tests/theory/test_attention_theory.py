@@ -19,19 +19,21 @@ from ntpbias.data.tokens import (
 from ntpbias.errors import DataError
 from ntpbias.geometry import attention as ga
 from ntpbias.models.attention import OneLayerAttention
+from ntpbias.training.attention import train_stage_two
 
 A1_D, A1_ETA0 = 1024, 200.0  # the spec's "A1-base" stage-2 configuration (n=16, T=6, 4+4 relevant, 12 irrelevant)
 
 
 @pytest.fixture(scope="module")
 def a1_runs():
-    """Stage 1 and a normalized-GD stage 2 (h = 0.5, <= 4000 steps) on A1-base for two seeds (spec N8)."""
+    """Stage 1 and a normalized-GD stage 2 (h = 0.5, 4000 steps, on the training engine) on A1-base for two seeds
+    (spec N8). Yields (ds, stage one, final p, history)."""
     runs = []
     for seed in (0, 1):
         ds = sample_assumption1(seed=seed)
         st = ga.stage_one(ds, d=A1_D, eta0=A1_ETA0, seed=seed)
-        path = ga.train_p(st.E1, st.p1, st.v, ds, step=0.5, max_steps=4000)
-        runs.append((ds, st, path))
+        history = train_stage_two(st, ds, method="ngd", lr=0.5, steps=4000)
+        runs.append((ds, st, history.params["p"][0], history))
     return runs
 
 
@@ -93,8 +95,8 @@ def test_n1_lemma_a2_directional_derivative():
 def test_stable_weights_keep_full_relative_accuracy_at_large_norm(a1_runs):
     """At ||p|| ≈ 800 (selected q ≈ 1, gradient ~1e-150) the library gradient matches the cancellation-free
     pairwise sum to 1e-10 relative, while the naive q_i (u_i - f) form is off by orders of magnitude (spec §8)."""
-    ds, st, path = a1_runs[0]
-    p = path.p * 0.6  # inside the range where the tails have not underflowed
+    ds, st, p_final, _ = a1_runs[0]
+    p = p_final * 0.6  # inside the range where the tails have not underflowed
     _, grad = ga.loss_and_grad_p(st.E1, p, st.v, ds)
     ref = _double_sum_grad_p(st.E1, p, st.v, ds)
     assert float(ref.norm()) > 0
@@ -202,15 +204,18 @@ def test_n6_lemma_c1_construction():
 def test_n7_plain_gd_diverges_with_monotone_loss():
     ds = sample_assumption1(seed=0)
     st = ga.stage_one(ds, d=A1_D, eta0=A1_ETA0, seed=0)
-    path = ga.train_p(st.E1, st.p1, st.v, ds, step=1.0, max_steps=10_000, normalized=False)
-    assert float((path.loss[1:] - path.loss[:-1]).max()) <= 1e-15  # non-increasing
-    norm = path.norm
+    history = train_stage_two(st, ds, method="gd", lr=1.0, steps=10_000, log_points=0, log_every=1)
+    assert max(history.max_loss_increase) <= 1e-15  # non-increasing at every step
+    steps, norm = history.series("p_norm", seed=0)
+    assert steps.tolist() == list(range(10_001))
+    loss, grad_norm = history.series("loss", seed=0)[1], history.series("grad_norm", seed=0)[1]
+    assert np.all(np.diff(loss) <= 1e-15)  # the logged losses agree
     assert int((norm[1:] < norm[:-1]).sum()) <= 3  # increasing after a short transient
     assert float(norm[-1]) > 10 * float(norm[0])
     assert float(norm[10_000] - norm[1_000]) > 0.5 * float(norm[1_000] - norm[100])  # ≈ log t growth
-    assert float(path.grad_norm[-1]) < 1e-2 * float(path.grad_norm[100])
+    assert float(grad_norm[-1]) < 1e-2 * float(grad_norm[100])
     floor = ga.selection_loss_floor(st.E1, st.v, ds)
-    assert 0 < float(path.loss[-1]) - floor < 1e-3
+    assert 0 < float(loss[-1]) - floor < 1e-3
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -219,24 +224,25 @@ def test_n7_plain_gd_diverges_with_monotone_loss():
 
 
 def test_n8_selection_and_max_margin_direction(a1_runs):
-    for ds, st, path in a1_runs:
-        assert path.stop_reason == "gradient below floor"
-        sel = ga.important_selection(st.E1, path.p, ds)
+    for ds, st, p, history in a1_runs:
+        assert history.status == "completed"
+        assert history.rows[-1]["grad_norm"] < 1e-200  # the gradient reached the floor: the iterate froze
+        sel = ga.important_selection(st.E1, p, ds)
         assert sel.all_relevant_selected and sel.all_only_relevant and sel.covers_important
         imp = ga.important_svm(st.E1, ds)
         assert imp.status == "optimal" and imp.certified
-        cos = float(path.p @ imp.p_hat / (path.p.norm() * imp.norm))
+        cos = float(p @ imp.p_hat / (p.norm() * imp.norm))
         assert cos >= 0.9999
-        dc = ga.directional_convergence(st.E1, path.p, ds)
+        dc = ga.directional_convergence(st.E1, p, ds)
         assert dc.cosine == pytest.approx(cos, abs=1e-12)  # its own selection is the important-only one
         assert dc.normalized_margin == pytest.approx(imp.margin, rel=0.01)
         assert dc.normalized_margin <= imp.margin + 1e-12
-        assert float(path.loss[-1]) == pytest.approx(ga.selection_loss_floor(st.E1, st.v, ds), rel=1e-9)
+        assert history.rows[-1]["loss"] == pytest.approx(ga.selection_loss_floor(st.E1, st.v, ds), rel=1e-9)
 
 
 def test_directional_convergence_can_fail(a1_runs):
     """The same check at the start of stage 2 (p¹) is far from its max-margin direction."""
-    ds, st, _ = a1_runs[0]
+    ds, st, _, _ = a1_runs[0]
     dc = ga.directional_convergence(st.E1, st.p1, ds)
     assert dc.svm.feasible and dc.cosine < 0.5
     assert not ga.important_selection(st.E1, st.p1, ds).all_relevant_selected
@@ -246,17 +252,17 @@ def test_n9_one_irrelevant_token():
     for seed in (0, 1):
         ds = sample_assumption1(n_irr=1, seed=seed)
         st = ga.stage_one(ds, d=16384, eta0=A1_ETA0, seed=seed)
-        path = ga.train_p(st.E1, st.p1, st.v, ds)
-        assert ga.important_selection(st.E1, path.p, ds).all_only_relevant
+        p = train_stage_two(st, ds).params["p"][0]
+        assert ga.important_selection(st.E1, p, ds).all_only_relevant
         limit = ga.one_irrelevant_limit(st.E1, ds)
         assert limit.certified
-        assert float(path.p @ limit.p_hat / (path.p.norm() * limit.norm)) >= 0.9999
+        assert float(p @ limit.p_hat / (p.norm() * limit.norm)) >= 0.9999
     with pytest.raises(DataError, match="exactly one irrelevant"):
         ga.one_irrelevant_limit(ga.theory_init(20, 64)[0], sample_assumption1(seed=0))
 
 
 def test_n10_lemma45_gap_condition(a1_runs):
-    ds, st, _ = a1_runs[0]
+    ds, st, _, _ = a1_runs[0]
     gap = ga.lemma45_gap(st.E1, ds)
     assert gap.mu > 0  # ||p̂|| <= (1 - μ)||p̂'||, μ > 0 (the corrected direction)
     s_star = relevant_tokens(ds)
@@ -292,7 +298,7 @@ def _slsqp_selection(E, ds, selected):
 
 
 def test_n11_qp_sanity_with_an_independent_solver(a1_runs):
-    ds, st, _ = a1_runs[0]
+    ds, st, _, _ = a1_runs[0]
     s_star = relevant_tokens(ds)
     base = (ds.X == s_star[:, None]) & ds.mask
     # tie with s*_X one irrelevant u of sequence 0 that no other sequence with the same s* contains (else (12)

@@ -14,8 +14,10 @@ L = Ê log(1 + exp(-y f)). Everything here is closed form on tensors ``E: (|S|, 
   :func:`max_margin_selection` -> :class:`SelectionSVM`; Lemma 4.5's important-only SVM: :func:`important_svm`;
   Theorem 4.3's checks on a trained p: :func:`directional_convergence`, :func:`important_selection`; the
   Lemma 4.4 corollary (one irrelevant token): :func:`one_irrelevant_limit`; Lemma 4.5's gap condition:
-  :func:`lemma45_gap`; the loss floor of a selection: :func:`selection_loss_floor`; a normalized-GD
-  discretisation of the flow (9) for the checks: :func:`train_p` (phase 2 moves training onto the engine).
+  :func:`lemma45_gap`; the loss floor of a selection: :func:`selection_loss_floor`.
+
+Training p along the flow (9) (GD or normalized GD on the shared engine) lives in
+:mod:`ntpbias.training.attention` (:func:`~ntpbias.training.attention.train_stage_two`).
 """
 
 from __future__ import annotations
@@ -590,50 +592,3 @@ def lemma45_gap(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto", to
         sel[k] |= ds.X[k] == u
         norms[idx] = max_margin_selection(E, ds, sel, solver=solver, tol=tol).norm
     return GapCondition(norm=ref.norm, alternatives=alts, alternative_norms=norms)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Stage 2 flow (for the theory checks; phase 2 moves training onto the shared engine)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class PPath:
-    """A discretised stage-2 path of p. p: (d,) last iterate; loss, norm, grad_norm: (steps + 1,) per iterate."""
-
-    p: torch.Tensor
-    loss: torch.Tensor
-    norm: torch.Tensor
-    grad_norm: torch.Tensor
-    stop_reason: str
-
-    @property
-    def steps(self) -> int:
-        return self.loss.shape[0] - 1
-
-
-def train_p(E: torch.Tensor, p0: torch.Tensor, v: torch.Tensor, ds: TokenSequences, *, step: float = 0.5,
-            max_steps: int = 4000, normalized: bool = True, grad_floor: float = 1e-200) -> PPath:
-    """Discretise the flow (9) with E fixed: p ← p - h ∇L/||∇L|| (``normalized``, the same curve as (9) up to
-    time change, spec §9.20) or plain GD p ← p - h ∇L.
-
-    Stops after ``max_steps`` or when ||∇L|| < ``grad_floor`` or is not finite (softmax tails underflow once
-    margin·||p|| exceeds ~700).
-    """
-    p = p0.clone()
-    losses, norms, gnorms = [], [], []
-    reason = "max_steps"
-    for t in range(max_steps + 1):
-        loss, grad = loss_and_grad_p(E, p, v, ds)
-        gn = float(torch.linalg.vector_norm(grad))
-        losses.append(float(loss))
-        norms.append(float(torch.linalg.vector_norm(p)))
-        gnorms.append(gn)
-        if not math.isfinite(gn) or gn < grad_floor:
-            reason = "gradient not finite" if not math.isfinite(gn) else "gradient below floor"
-            break
-        if t == max_steps:
-            break
-        p = p - (step / gn if normalized else step) * grad
-    loss_t, norm_t, grad_t = (torch.tensor(xs, dtype=DEFAULT_DTYPE) for xs in (losses, norms, gnorms))
-    return PPath(p=p, loss=loss_t, norm=norm_t, grad_norm=grad_t, stop_reason=reason)

@@ -1,0 +1,344 @@
+"""Training the attention models of paper 003 on the shared engine (spec attention_embeddings.md §4, §7).
+
+Two :class:`~ntpbias.training.loop.Problem` implementations:
+
+* :class:`StageTwoProblem`: stage 2 of the theory, the flow (9) on the ``<cls>`` embedding p with E frozen at
+  E¹ (one GD step from the theory initialisation, eq. (4)), discretised by GD (faithful, slow in direction) or
+  normalized GD (the same curve up to a time change, spec §9.20); closed-form gradient of
+  :func:`~ntpbias.geometry.attention.loss_and_grad_p` (stable weight form, no autograd).
+  :func:`train_stage_two` runs it.
+* :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
+  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of §5 / App. D: AdamW, batch 128,
+  step decay per epoch), gradients by autograd. Each epoch visits a fresh permutation of the sequences, drawn
+  from the run's generator *without advancing it* (a per-epoch generator is seeded from the run generator's
+  state and the epoch number), so an interrupted run resumes with exactly the batches it would have seen.
+
+Runs (seeds) are batched on the leading dimension of every parameter as the engine expects; these models cannot
+batch seeds in one tensor operation (each run has its own E¹, or its own module call), so the gradient is a loop
+over the runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .._tensor import DEFAULT_DTYPE
+from ..data.tokens import TokenSequences, token_statistics
+from ..geometry.attention import StageOne, loss_and_grad_p
+from ..metrics import cosine
+from ..models.attention import OneLayerAttention, TwoLayerAttention, logistic_loss
+from .loop import History, TrainConfig, Trainer
+from .optimizers import Optimizer, OptimizerConfig
+
+MODELS = {"one_layer": OneLayerAttention, "two_layer": TwoLayerAttention}
+
+
+def pearson(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation of x and y (both (..., m)) along the last dimension; NaN for a constant input."""
+    xc = x - x.mean(-1, keepdim=True)
+    yc = y - y.mean(-1, keepdim=True)
+    return (xc * yc).sum(-1) / torch.sqrt((xc * xc).sum(-1) * (yc * yc).sum(-1))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stage 2: p trained with E fixed at E¹
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class StageTwoProblem:
+    """The stage-2 flow (9): L(E¹, p) minimised over p from p¹, for one or more stage-1 results (one per run).
+
+    Parameters
+    ----------
+    stages : sequence of StageOne
+        One stage-1 result per run (run b starts at ``stages[b].p1`` and keeps ``stages[b].E1`` fixed).
+    ds : TokenSequences
+        The training data (the same for every run).
+    references : sequence of (d,) tensors, optional
+        Per run, the max-margin solution p̂ the iterates are compared with (Lemma 4.5's
+        :func:`~ntpbias.geometry.attention.important_svm` under Assumption 1); enables ``cos_mm`` and
+        ``margin_mm``.
+    relevant : LongTensor (n,), optional
+        s*_X per sequence (Assumption 1); enables ``selection_accuracy`` and ``loss_above_floor``.
+    grad_floor : float
+        A gradient whose norm is below this (or not finite) is returned as zero, which freezes the iterate
+        (the tails of the softmax underflow once margin·||p|| exceeds ~700; normalized GD would then follow
+        rounding noise, spec §8).
+
+    Metrics (``metrics.DEFINITIONS``): ``loss``, ``grad_norm``, ``p_norm`` and, with references/relevant tokens,
+    ``cos_mm``, ``margin_mm``, ``selection_accuracy``, ``loss_above_floor``.
+    """
+
+    def __init__(self, stages: Sequence[StageOne], ds: TokenSequences, *,
+                 references: Sequence[torch.Tensor] | None = None, relevant: torch.Tensor | None = None,
+                 grad_floor: float = 1e-200):
+        self.stages = list(stages)
+        if not self.stages:
+            raise ValueError("StageTwoProblem needs at least one stage-1 result")
+        self.device = self.stages[0].E1.device
+        self.ds = ds.to(self.device)
+        self.references = None if references is None else [r.to(self.stages[0].E1) for r in references]
+        self.relevant = None if relevant is None else relevant.to(self.device)
+        self.grad_floor = grad_floor
+        if self.relevant is not None:
+            self._star = (self.ds.X == self.relevant[:, None]) & self.ds.mask  # (n, T) positions of s*_X
+            self._floor = torch.stack([
+                torch.nn.functional.softplus(-self.ds.y * (st.E1 @ st.v)[self.relevant]).mean()
+                for st in self.stages])
+
+    def _runs(self, n_runs: int) -> list[StageOne]:
+        if n_runs != len(self.stages):
+            raise ValueError(f"StageTwoProblem holds {len(self.stages)} stage-1 result(s) but {n_runs} runs were "
+                             f"requested; build one StageOne per seed")
+        return self.stages
+
+    def init_params(self, seeds: list[int]) -> dict[str, torch.Tensor]:
+        return {"p": torch.stack([st.p1 for st in self._runs(len(seeds))])}
+
+    def _grads(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        losses, grads = [], []
+        for st, pb in zip(self._runs(p.shape[0]), p, strict=True):  # loop over runs: each has its own E¹
+            loss, grad = loss_and_grad_p(st.E1, pb, st.v, self.ds)
+            losses.append(loss)
+            grads.append(grad)
+        return torch.stack(losses), torch.stack(grads)
+
+    def loss_and_grad(self, params, step, generators):
+        loss, grad = self._grads(params["p"])
+        norm = torch.linalg.vector_norm(grad, dim=1, keepdim=True)
+        frozen = ~torch.isfinite(norm) | (norm < self.grad_floor)
+        return loss, {"p": torch.where(frozen, torch.zeros_like(grad), grad)}
+
+    def metrics(self, params) -> dict[str, torch.Tensor]:
+        p = params["p"]
+        loss, grad = self._grads(p)
+        norm = torch.linalg.vector_norm(p, dim=1)
+        out = {"loss": loss, "grad_norm": torch.linalg.vector_norm(grad, dim=1), "p_norm": norm}
+        if self.relevant is not None:
+            a = torch.stack([(st.E1 @ pb)[self.ds.X] for st, pb in zip(self.stages, p, strict=True)])  # (B, n, T)
+            star = a.masked_fill(~self._star, -math.inf).amax(2)  # (B, n) score of s*_X
+            rest = a.masked_fill(self._star | ~self.ds.mask, -math.inf).amax(2)  # (B, n) best other token
+            out["selection_accuracy"] = (star > rest).to(p.dtype).mean(1)
+            out["loss_above_floor"] = loss - self._floor
+            if self.references is not None:
+                ref = torch.stack(self.references)
+                ref_norm = torch.linalg.vector_norm(ref, dim=1)
+                out["cos_mm"] = cosine(p, ref)
+                gap = (star - rest).amin(1)  # sequences with no other token give +inf and do not bind
+                out["margin_mm"] = gap * ref_norm / norm
+        return out
+
+
+def stage_two_optimizer(method: str = "ngd", lr: float = 0.5) -> OptimizerConfig:
+    """The two discretisations of the flow (9): ``"ngd"`` (p ← p - h ∇L/||∇L||) or ``"gd"`` (p ← p - h ∇L)."""
+    if method not in ("gd", "ngd"):
+        raise ValueError(f"stage 2 is discretised by 'gd' or 'ngd', got {method!r}")
+    return OptimizerConfig(name=method, lr=lr, normalize="grad")
+
+
+def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *, method: str = "ngd",
+                    lr: float = 0.5, steps: int = 4000, log_points: int = 60, log_every: int = 0,
+                    references: Sequence[torch.Tensor] | None = None, relevant: torch.Tensor | None = None,
+                    grad_floor: float = 1e-200, seeds: Sequence[int] | None = None,
+                    checkpoint_dir=None, resume: bool = False, progress: bool = False,
+                    description: str = "stage 2") -> History:
+    """Run stage 2 (flow (9), E fixed at E¹) on the engine; one run per stage-1 result.
+
+    Parameters
+    ----------
+    stages : StageOne or a sequence of them (one per run; ``seeds`` labels the runs, default 0, 1, ...).
+    ds : TokenSequences
+    method, lr : "ngd" (default, h = 0.5 as in spec N8) or "gd" (spec N7 uses h = 1).
+    steps, log_points, log_every : the loop's :class:`~ntpbias.training.loop.TrainConfig`.
+    references, relevant, grad_floor : see :class:`StageTwoProblem`.
+
+    Returns
+    -------
+    History
+        ``history.params["p"]`` is (runs, d); ``history.rows`` hold the metrics at the logged steps.
+
+    Examples
+    --------
+    >>> from ntpbias.data.tokens import sample_assumption1
+    >>> from ntpbias.geometry.attention import stage_one
+    >>> ds = sample_assumption1(seed=0)
+    >>> st = stage_one(ds, d=256, eta0=200.0, seed=0)
+    >>> h = train_stage_two(st, ds, steps=50, log_points=3)
+    >>> h.params["p"].shape, h.status, [r["step"] for r in h.rows]
+    (torch.Size([1, 256]), 'completed', [0, 1, 7, 50])
+    """
+    stages = [stages] if isinstance(stages, StageOne) else list(stages)
+    seeds = list(range(len(stages))) if seeds is None else list(seeds)
+    problem = StageTwoProblem(stages, ds, references=references, relevant=relevant, grad_floor=grad_floor)
+    trainer = Trainer(problem, Optimizer(stage_two_optimizer(method, lr)),
+                      TrainConfig(steps=steps, log_points=log_points, log_every=log_every), seeds=seeds,
+                      checkpoint_dir=checkpoint_dir, progress=progress, description=description)
+    return trainer.run(resume=resume)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Joint training of the nn.Modules (Figures 1-3)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _generator_base(generator: torch.Generator) -> int:
+    """A 62-bit number drawn from a copy of ``generator`` (which is left untouched)."""
+    probe = torch.Generator()
+    probe.set_state(generator.get_state())
+    return int(torch.randint(0, 2 ** 62, (1,), generator=probe))
+
+
+def epoch_permutation(generator: torch.Generator, epoch: int, n: int) -> torch.Tensor:
+    """The order of the n sequences in ``epoch``: a permutation drawn from a generator seeded by (the state of
+    ``generator``, ``epoch``); ``generator`` itself is left untouched, so the order depends only on its state.
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> a = epoch_permutation(g, 3, 5); b = epoch_permutation(g, 3, 5)
+    >>> bool(torch.equal(a, b)), sorted(a.tolist())
+    (True, [0, 1, 2, 3, 4])
+    """
+    epoch_gen = torch.Generator().manual_seed((_generator_base(generator) + 1_000_003 * epoch) % (2 ** 63 - 1))
+    return torch.randperm(n, generator=epoch_gen)
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddingScores:
+    """The quantities plotted in Figures 1-3, for the final parameters of every run.
+
+    e_dot_p, e_dot_v : (B, |S|) <E_s, p> and <E_s, v> per token.
+    """
+
+    e_dot_p: torch.Tensor
+    e_dot_v: torch.Tensor
+
+
+class ClassifierProblem:
+    """Logistic loss (2) of model (1) or (17) on labelled token sequences, trained jointly with minibatches.
+
+    Parameters
+    ----------
+    ds : TokenSequences
+        Training data (padding masked in every softmax).
+    model : "one_layer" (eq. (1)) | "two_layer" (eq. (17))
+    d : int
+        Embedding dimension (paper: 2048).
+    train_v : bool
+        Train v too (default False: v fixed at a random unit vector, as in the theory, spec §9.8).
+    layer_norm_affine : bool
+        Two-layer model: learnable LayerNorm affine (torch's default, spec §9.10).
+    batch_size : int
+        Minibatch size (paper: 128); 0 = full batch. Each epoch is one pass over a fresh permutation
+        (:func:`epoch_permutation`); the last batch of an epoch may be smaller.
+    dtype, device : parameter dtype (float64 default) and device.
+    chunk : int
+        Sequences per forward pass when the metrics evaluate the whole dataset.
+
+    Parameters of run b are those of ``MODELS[model](|S|, d, seed=seeds[b])`` (the theory initialisation:
+    E_s, p ~ N(0, I/d), v uniform on the sphere). Metrics: ``loss`` and ``class_accuracy`` on the whole data,
+    ``p_norm``, ``pearson_v_pd`` and ``pearson_p_abs_pd`` over the tokens that occur.
+    """
+
+    def __init__(self, ds: TokenSequences, *, model: str = "one_layer", d: int = 2048, train_v: bool = False,
+                 layer_norm_affine: bool = True, batch_size: int = 128, dtype: torch.dtype = DEFAULT_DTYPE,
+                 device=None, chunk: int = 512):
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        if batch_size < 0 or d < 1 or chunk < 1:
+            raise ValueError(f"need batch_size >= 0, d >= 1 and chunk >= 1, got {batch_size}, {d}, {chunk}")
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.ds = ds.to(self.device)
+        self.model, self.d, self.train_v, self.dtype = model, d, train_v, dtype
+        self.layer_norm_affine = layer_norm_affine
+        self.batch_size = batch_size or ds.n
+        self.steps_per_epoch = math.ceil(ds.n / self.batch_size)
+        self.chunk = chunk
+        stats = token_statistics(ds)
+        self.present = stats.present.to(self.device)
+        self.pd = stats.posterior_difference.to(self.device, dtype)[self.present]
+        self._module = self._build(0)
+        self.param_names = [k for k, _ in self._module.named_parameters()]
+        self._fixed: dict[str, torch.Tensor] = {}
+        self._perm_key, self._perms = None, []
+
+    def _build(self, seed: int):
+        kwargs = {"layer_norm_affine": self.layer_norm_affine} if self.model == "two_layer" else {}
+        return MODELS[self.model](self.ds.num_tokens, self.d, train_v=self.train_v, seed=seed, dtype=self.dtype,
+                                  device=self.device, **kwargs)
+
+    def init_params(self, seeds: list[int]) -> dict[str, torch.Tensor]:
+        modules = [self._build(s) for s in seeds]
+        self._fixed = {k: torch.stack([dict(m.named_buffers())[k] for m in modules])
+                       for k, _ in self._module.named_buffers()}  # fixed v, one per run
+        return {k: torch.stack([dict(m.named_parameters())[k].detach() for m in modules]) for k in self.param_names}
+
+    def _call(self, run_params: dict[str, torch.Tensor], b: int, X: torch.Tensor, mask: torch.Tensor):
+        """f (m,) of run b's module with parameters ``run_params`` (name -> one run's tensor) on X, mask (m, T')."""
+        state = run_params | {k: v[b] for k, v in self._fixed.items()}
+        return torch.func.functional_call(self._module, state, (X, mask))
+
+    def batch_indices(self, step: int, generators: list[torch.Generator]) -> list[torch.Tensor]:
+        """Sequence indices of the minibatch at ``step`` for every run (cached per epoch)."""
+        epoch, k = divmod(step, self.steps_per_epoch)
+        key = (epoch, tuple(_generator_base(g) for g in generators))
+        if self._perm_key != key:
+            self._perms = [epoch_permutation(g, epoch, self.ds.n) for g in generators]
+            self._perm_key = key
+        return [perm[k * self.batch_size:(k + 1) * self.batch_size].to(self.device) for perm in self._perms]
+
+    def _batch(self, idx: torch.Tensor):
+        X, mask = self.ds.X[idx], self.ds.mask[idx]
+        width = int(mask.any(0).nonzero().max()) + 1  # drop all-padding columns
+        return X[:, :width], mask[:, :width], self.ds.y[idx].to(self.dtype)
+
+    def loss_and_grad(self, params, step, generators):
+        losses, grads = [], {k: [] for k in params}
+        for b, idx in enumerate(self.batch_indices(step, generators)):  # loop over runs (one module call each)
+            X, mask, y = self._batch(idx)
+            leaves = {k: v[b].detach().requires_grad_(True) for k, v in params.items()}
+            with torch.enable_grad():
+                loss = logistic_loss(self._call(leaves, b, X, mask), y)
+                gs = torch.autograd.grad(loss, list(leaves.values()))
+            losses.append(loss.detach())
+            for k, g in zip(leaves, gs, strict=True):
+                grads[k].append(g)
+        return torch.stack(losses), {k: torch.stack(v) for k, v in grads.items()}
+
+    def outputs(self, params, b: int) -> torch.Tensor:
+        """f(X) (n,) of run b on the whole dataset, in chunks of ``chunk`` sequences."""
+        parts = []
+        for start in range(0, self.ds.n, self.chunk):  # chunks bound the memory of the T x T attention
+            X, mask, _ = self._batch(torch.arange(start, min(start + self.chunk, self.ds.n), device=self.device))
+            parts.append(self._call({k: v[b] for k, v in params.items()}, b, X, mask))
+        return torch.cat(parts)
+
+    def scores(self, params) -> EmbeddingScores:
+        """<E_s, p> and <E_s, v> of every token for every run."""
+        E = params["E"]
+        v = params["v"] if "v" in params else self._fixed["v"]
+        return EmbeddingScores(e_dot_p=(E @ params["p"][:, :, None])[..., 0], e_dot_v=(E @ v[:, :, None])[..., 0])
+
+    def metrics(self, params) -> dict[str, torch.Tensor]:
+        B = params["E"].shape[0]
+        y = self.ds.y.to(self.dtype)
+        f = torch.stack([self.outputs(params, b) for b in range(B)])  # (B, n)
+        sc = self.scores(params)
+        zp, zv = sc.e_dot_p[:, self.present], sc.e_dot_v[:, self.present]
+        return {
+            "loss": torch.nn.functional.softplus(-y * f).mean(1),
+            "class_accuracy": (torch.sign(f) == y).to(self.dtype).mean(1),
+            "p_norm": torch.linalg.vector_norm(params["p"], dim=1),
+            "pearson_v_pd": pearson(zv, self.pd.expand_as(zv)),
+            "pearson_p_abs_pd": pearson(zp, self.pd.abs().expand_as(zp)),
+        }
+
+
+def classifier_optimizer(config: OptimizerConfig, *, steps_per_epoch: int,
+                         decay_epochs: Sequence[int]) -> OptimizerConfig:
+    """``config`` with its step-decay milestones set from epochs (MultiStepLR stepped once per epoch)."""
+    from dataclasses import replace
+
+    return replace(config, milestones=tuple(int(e) * steps_per_epoch for e in decay_epochs))

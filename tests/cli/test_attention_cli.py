@@ -1,0 +1,112 @@
+"""`ntpbias reproduce attention` / `train` with the attention presets: tiny runs end to end, the run-directory
+contract, exact resume, and bad input (exit 2, one line)."""
+
+import json
+import tomllib
+
+import pytest
+
+from ntpbias.cli import main
+from ntpbias.report.attention import read_token_table
+from ntpbias.report.rows import read_metrics_csv
+
+
+def run_main(args, capsys):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def assert_user_error(code, err, pattern):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:"), err
+    assert pattern in lines[0], lines[0]
+
+
+def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli):
+    out = tmp_path / "att"
+    proc = run_cli("reproduce", "attention", "--out", out, "--scale", "smoke", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("config.toml", "metrics.csv", "summary.json", "report.html", "tokens-fig2.csv", "lemma41.npz",
+                 "stage2.npz"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    figures = {f["id"] for f in summary["sections"][0]["figures"]}
+    assert figures == {"attention-fig2", "attention-fig2-training", "attention-lemma41", "attention-stage2"}
+    for fig in figures:
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
+    names = {c["name"] for c in summary["checks"]}
+    assert {"Lemma 4.1: error bound (7)", "stage2-ngd: cos with Lemma 4.5's p̂", "stage2-gd: monotone loss",
+            "stage2-lemma44: only s*_X selected", "Lemma 4.5: margin gap", "fig2: pearson_v_pd"} <= names
+    for check in summary["checks"]:
+        assert set(check) >= {"name", "claim", "measured", "threshold", "passed"}
+    rows = read_metrics_csv(out / "metrics.csv")
+    assert {r["run"] for r in rows} == {"stage2-ngd", "stage2-gd", "stage2-lemma44", "fig2"}
+    table = read_token_table(out / "tokens-fig2.csv")
+    assert set(table) >= {"token", "count", "alpha", "pd", "e_dot_p", "e_dot_v", "level", "polarity"}
+    assert table["token"][0].startswith(("irr", "L"))
+    configs = tomllib.loads((out / "config.toml").read_text())
+    assert configs["fig2"]["experiment"] == "attention" and configs["stage2-gd"]["method"] == "gd"
+    assert "lemma41" in configs
+
+
+def test_reproduce_one_figure_and_list(tmp_path, capsys):
+    code, stdout, _ = run_main(["reproduce", "attention-lemma41", "--out", tmp_path / "l", "--scale", "smoke",
+                                "--quiet"], capsys)
+    assert code == 0 and "theory checks passed" in stdout
+    summary = json.loads((tmp_path / "l" / "summary.json").read_text())
+    assert [f["id"] for f in summary["sections"][0]["figures"]] == ["attention-lemma41"]
+    assert all(c["passed"] for c in summary["checks"])  # Lemma 4.1 holds at every size
+    code, stdout, _ = run_main(["list"], capsys)
+    for name in ("attention-fig2", "attention-stage2", "attention-stage2-gd", "attention-lemma41"):
+        assert name in stdout
+
+
+def test_train_stage2_preset_writes_a_rerunnable_config(tmp_path, capsys):
+    out = tmp_path / "s2"
+    code, _, err = run_main(["train", "--preset", "attention-stage2", "--set", "steps=120", "--set", "d=128",
+                             "--out", out, "--quiet"], capsys)
+    assert code == 0, err
+    cfg = tomllib.loads((out / "config.toml").read_text())
+    assert cfg["experiment"] == "attention-stage2" and cfg["steps"] == 120 and cfg["data"]["source"] == "assumption1"
+    first = read_metrics_csv(out / "metrics.csv")
+    assert {"cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor"} <= set(first[-1])
+    code, _, _ = run_main(["train", out / "config.toml", "--out", tmp_path / "again", "--quiet"], capsys)
+    assert code == 0
+    assert read_metrics_csv(tmp_path / "again" / "metrics.csv") == first
+    assert (out / "figures" / "stage2.png").is_file() and (out / "stage2.npz").is_file()
+
+
+def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, capsys):
+    args = ["train", "--preset", "attention-fig2", "--scale", "smoke", "--set", "data.n=96", "--set", "batch_size=32",
+            "--set", "decay_epochs=2", "--quiet"]
+    code, _, err = run_main([*args, "--set", "epochs=4", "--out", tmp_path / "full"], capsys)
+    assert code == 0, err
+    # a run stopped after one epoch (3 steps, logged only at steps 0 and 3), resumed with the full length
+    run_main([*args, "--set", "epochs=1", "--set", "log_points=0", "--out", tmp_path / "part"], capsys)
+    code, _, _ = run_main([*args, "--set", "epochs=4", "--out", tmp_path / "part", "--resume"], capsys)
+    assert code == 0
+    full = read_metrics_csv(tmp_path / "full" / "metrics.csv")
+    part = read_metrics_csv(tmp_path / "part" / "metrics.csv")
+    assert [r["step"] for r in full] == list(range(13))
+    assert [r["step"] for r in part] == [0, 3, *range(4, 13)]  # steps 1-2 were not re-run: it resumed
+    assert full[-1] == part[-1] and full[-1]["step"] == 12
+    assert (tmp_path / "full" / "tokens-train.csv").read_text() == (tmp_path / "part" / "tokens-train.csv").read_text()
+
+
+@pytest.mark.parametrize("extra, pattern", [
+    (["--set", "data.source=amazon"], "data.source must be one of"),
+    (["--set", "optimizer.milestones=5"], "decay_epochs"),
+    (["--set", "model=three_layer"], "model must be one of"),
+    (["--set", "data.source=yelp"], "needs the reviews file"),
+    (["--set", "data.source=imdb", "--set", "data.path=missing.csv"], "missing.csv: no such file"),
+    (["--set", "data.law.deltas=0.1"], "one size and one delta per level"),
+])
+def test_bad_attention_configs_exit_2_with_one_line(tmp_path, capsys, extra, pattern):
+    code, _, err = run_main(["train", "--preset", "attention-fig2", "--scale", "smoke", *extra,
+                             "--out", tmp_path / "bad", "--quiet"], capsys)
+    assert_user_error(code, err, pattern)
+    assert not (tmp_path / "bad" / "summary.json").exists()

@@ -1,0 +1,222 @@
+"""Paper 003's experiments through the engine and the experiment layer: stage 2 on A1-base (Thm 4.3, Lemma 4.5)
+and its negative control, the Lemma 4.1 sweep against direct stage-1 steps, the Figure-2 pattern at the spec's
+CI size for models (1) and (17) (N16-ci), and real text from fixture files through preprocessing to training."""
+
+import csv
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from ntpbias.data.text import PreprocessConfig, YelpConfig, stem_words
+from ntpbias.data.tokens import KLevelLaw, power_level_sizes, relevant_tokens, token_statistics
+from ntpbias.errors import ConfigError
+from ntpbias.experiments.attention import (
+    STAGE2_NGD,
+    AttentionConfig,
+    Lemma41Config,
+    StageTwoConfig,
+    TokenDataConfig,
+    lemma41_checks,
+    lemma41_sweep,
+    pattern_checks,
+    run_stage_two,
+    stage_two_checks,
+    token_table,
+    train_attention,
+    train_classifier,
+)
+from ntpbias.experiments.base import RunContext
+from ntpbias.geometry import attention as ga
+from ntpbias.report.attention import read_token_table
+
+
+# ------------------------------------------------------------------------------------------ stage 2
+def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direction(tmp_path):
+    """Spec N8 through the engine: s*_X is the only selected token of every X, cos(p_T, p̂) >= 0.999, and every
+    stage-2 check of the report passes."""
+    cfg = replace(STAGE2_NGD, seeds=2)
+    r = run_stage_two(cfg, RunContext(out=tmp_path), "ngd")
+    assert r.history.status == "completed" and r.assumption1 == ""
+    ds = r.data.ds
+    for st, p, ref in zip(r.stages, r.history.params["p"], r.references, strict=True):
+        sel = ga.important_selection(st.E1, p, ds)
+        assert sel.all_relevant_selected and sel.all_only_relevant
+        imp = ga.important_svm(st.E1, ds)  # solved again, independently of the run's reference
+        assert torch.allclose(imp.p_hat, ref.p_hat, rtol=0, atol=1e-9)
+        assert float(p @ imp.p_hat / (p.norm() * imp.norm)) >= 0.999
+    checks = stage_two_checks(r, "ngd")
+    assert {c.name for c in checks} >= {"ngd: only s*_X selected", "ngd: cos with Lemma 4.5's p̂",
+                                        "ngd: own max-margin direction", "ngd: loss at its floor"}
+    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+
+
+def test_stage_two_checks_fail_when_the_theory_conditions_are_violated(tmp_path):
+    """Negative control (spec N9/N13): one irrelevant token at d = 256 breaks condition (ii) for this seed: p selects
+    the irrelevant token in half of the sequences and the checks say so."""
+    cfg = StageTwoConfig(d=256, seed=1, data=TokenDataConfig(source="assumption1", n=16, T=6, n_irr=1, seed=1))
+    r = run_stage_two(cfg, RunContext(out=tmp_path), "bad")
+    failed = {c.name for c in stage_two_checks(r, "bad") if not c.passed}
+    assert {"bad: only s*_X selected", "bad: s*_X selected", "bad: cos with Lemma 4.5's p̂"} <= failed
+
+
+def test_stage_two_on_data_violating_assumption_1_runs_the_general_checks(tmp_path):
+    cfg = StageTwoConfig(d=64, steps=200, data=TokenDataConfig(n=32, T=8, law=KLevelLaw(
+        irrelevant_size=6, level_sizes=(2, 2), deltas=(0.3, 0.1), delta_tilde=0.5)))
+    r = run_stage_two(cfg, RunContext(out=tmp_path), "kl")
+    assert "violates Assumption 1" in r.assumption1 and r.references is None and r.relevant is None
+    names = {c.name for c in stage_two_checks(r, "kl")}
+    assert names == {"kl: ||p_t|| grows", "kl: own max-margin direction"}
+    assert set(r.history.rows[-1]) == {"step", "seed", "run", "loss", "grad_norm", "p_norm"}
+
+
+# ------------------------------------------------------------------------------------------ Lemma 4.1
+def test_lemma41_sweep_matches_direct_steps_and_its_checks_pass_and_can_fail():
+    cfg = Lemma41Config(dims=(256, 1024, 4096), seeds=2)
+    arrays = lemma41_sweep(cfg)
+    ds = cfg.data.build().ds
+    assert ds.num_tokens == 140
+    st = ga.stage_one(ds, d=1024, eta0=100.0, seed=1)  # (η₀ index 1, d index 1, seed index 1)
+    assert arrays["error"][1, 1, 1] == pytest.approx(st.max_error, rel=1e-12)
+    assert arrays["bound"][1, 1] == pytest.approx(11 * 100 * 1024 ** -0.25, rel=1e-14)
+    # the error is exactly linear in η₀ (E¹ - E⁰ = -η₀ ∇L(E⁰, p⁰))
+    assert np.allclose(arrays["error"][1], 100 * arrays["error"][0], rtol=1e-10, atol=0)
+    checks = lemma41_checks(arrays)
+    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert float(arrays["d_condition"]) == pytest.approx((2 * np.log(140 ** 2 / 0.01)) ** 2)
+    broken = dict(arrays, error=arrays["error"] * 1e4, correlation=arrays["correlation"] - 0.1)
+    failed = {c.name for c in lemma41_checks(broken) if not c.passed}
+    assert failed == {"Lemma 4.1: error bound (7)", "Lemma 4.1: alignment with α"}
+
+
+# ------------------------------------------------------------------------------------------ Figures 1-3 pattern
+CI_LAW = KLevelLaw(irrelevant_size=128, level_sizes=power_level_sizes(4), deltas=(0.4, 0.3, 0.2, 0.05),
+                   delta_tilde=0.3)
+CI_DATA = TokenDataConfig(n=1024, T=32, law=CI_LAW)
+CI = AttentionConfig(d=64, epochs=20, decay_epochs=(), data=CI_DATA,
+                     optimizer=replace(AttentionConfig().optimizer, lr=1e-3))
+
+
+@pytest.fixture(scope="module")
+def ci_runs(tmp_path_factory):
+    """Spec N16-ci: models (1) and (17) on the small K-level data (T = 32, n = 1024, d = 64, 20 epochs)."""
+    data = CI_DATA.build()
+    out = {}
+    for model in ("one_layer", "two_layer"):
+        ctx = RunContext(out=tmp_path_factory.mktemp(model))
+        history, problem = train_classifier(replace(CI, model=model), data, ctx, model)
+        out[model] = (history, token_table(data, problem, history))
+    return data, out
+
+
+def test_figure2_pattern_at_ci_size_for_both_models(ci_runs):
+    data, runs = ci_runs
+    h1, t1 = runs["one_layer"]
+    h2, t2 = runs["two_layer"]
+    # spec N16-ci: Pearson >= 0.85 for model (1), >= 0.75 for model (17) (the level-order and accuracy checks of
+    # the report are calibrated on the larger quick-scale data; this CI size reaches 98.5% accuracy with model (1))
+    for name, (h, t), bound in (("one", runs["one_layer"], 0.85), ("two", runs["two_layer"], 0.75)):
+        checks = pattern_checks(name, t, h, thresholds={"pearson_v_pd": bound, "pearson_p_abs_pd": bound},
+                                min_accuracy=0.95)
+        core = [c for c in checks if "level means" not in c.name]
+        assert len(core) == 4 and all(c.passed for c in core), [c for c in core if not c.passed]
+    assert h2.rows[-1]["loss"] < h1.rows[-1]["loss"]  # model (17) fits better
+    # the per-token table against the data's own statistics
+    st = token_statistics(data.ds)
+    ids = t1["token_id"]
+    assert np.array_equal(t1["count"], st.count.numpy()[ids]) and np.allclose(t1["pd"], st.posterior_difference[ids])
+    assert np.array_equal(t1["level"], CI_LAW.level.numpy()[ids])
+    assert list(t1["token"][:2]) == [data.ds.vocab[i] for i in ids[:2]]
+
+
+def test_pattern_checks_fail_on_scrambled_embeddings(ci_runs):
+    _, runs = ci_runs
+    history, table = runs["one_layer"]
+    rng = np.random.default_rng(0)
+    scrambled = dict(table, e_dot_v=rng.permutation(table["e_dot_v"]), e_dot_p=rng.permutation(table["e_dot_p"]))
+    failed = {c.name.split(": ")[1] for c in pattern_checks("x", scrambled, history, min_accuracy=0.95)
+              if not c.passed}
+    assert failed == {"pearson_v_pd", "spearman_v_pd", "pearson_p_abs_pd", "spearman_p_abs_pd",
+                      "level means of <E_s, v>", "level means of <E_s, p>"}
+
+
+# ------------------------------------------------------------------------------------------ real text fixtures
+POSITIVE = ["great", "wonderful", "superb", "brilliant", "loved"]
+NEGATIVE = ["awful", "boring", "terrible", "dreadful", "hated"]
+NEUTRAL = ["movie", "plot", "actor", "scene", "story", "director", "camera", "music", "ending", "cast"]
+
+
+def _reviews(n, seed=0):
+    """Synthetic sentiment reviews: neutral words plus words whose frequency depends on the label."""
+    rng = np.random.default_rng(seed)
+    docs, labels = [], []
+    for k in range(n):
+        label = 1 if k % 2 == 0 else -1
+        own, other = (POSITIVE, NEGATIVE) if label > 0 else (NEGATIVE, POSITIVE)
+        words = list(rng.choice(NEUTRAL, 12)) + list(rng.choice(own, 3)) + list(rng.choice(other, 1))
+        rng.shuffle(words)
+        docs.append("The " + " ".join(words) + " !")
+        labels.append(label)
+    return docs, labels
+
+
+def write_imdb_csv(path, n=120, seed=0):
+    docs, labels = _reviews(n, seed)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["review", "sentiment"])
+        w.writerows((d, "positive" if y > 0 else "negative") for d, y in zip(docs, labels, strict=True))
+    return path
+
+
+def write_yelp_jsonl(path, n=120, seed=1):
+    docs, labels = _reviews(n, seed)
+    lines = [json.dumps({"text": d, "stars": 5 if y > 0 else 1}) for d, y in zip(docs, labels, strict=True)]
+    lines.append(json.dumps({"text": "fine, just fine", "stars": 3}))  # 3 stars: dropped
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+WORD = PreprocessConfig(tokenizer="word", min_count=2)
+
+
+@pytest.mark.parametrize("source", ["imdb", "yelp"])
+def test_text_fixture_through_preprocessing_and_training(tmp_path, source):
+    path = (write_imdb_csv(tmp_path / "reviews.csv") if source == "imdb"
+            else write_yelp_jsonl(tmp_path / "reviews.jsonl"))
+    data_cfg = TokenDataConfig(source=source, path=str(path), preprocess=WORD, cache=False,
+                               yelp=YelpConfig(min_chars=10, max_chars=2000, size=0))
+    cfg = AttentionConfig(d=16, epochs=15, batch_size=16, decay_epochs=(), data=data_cfg,
+                          optimizer=replace(AttentionConfig().optimizer, lr=0.01))
+    section = train_attention(cfg, RunContext(out=tmp_path / "run"))
+    table = read_token_table(tmp_path / "run" / "tokens-train.csv")
+    assert set(table) >= {"token", "count", "alpha", "pd", "e_dot_p", "e_dot_v"}
+    tokens = list(table["token"])
+    stem = dict(zip(POSITIVE + NEGATIVE + NEUTRAL, stem_words(POSITIVE + NEGATIVE + NEUTRAL), strict=True))
+    assert set(tokens) == set(stem.values())  # stop words ("the") and punctuation are gone
+    # count and PD of every token against a direct count on the raw reviews
+    docs, labels = _reviews(120, 0 if source == "imdb" else 1)
+    for word in POSITIVE + NEGATIVE + NEUTRAL:
+        per_doc = np.array([d.split().count(word) for d in docs])
+        i = tokens.index(stem[word])
+        assert table["count"][i] == per_doc.sum()
+        assert table["pd"][i] == pytest.approx(float(per_doc @ np.array(labels)) / per_doc.sum(), rel=1e-14)
+    # the learned embeddings follow the labels: every positive word above every negative word along v
+    e_v = dict(zip(tokens, table["e_dot_v"], strict=True))
+    assert min(e_v[stem[w]] for w in POSITIVE) > max(e_v[stem[w]] for w in NEGATIVE)
+    assert any(c.name == "train: pearson_v_pd" and c.passed for c in section.checks)
+
+
+def test_yelp_without_a_file_is_a_config_error():
+    with pytest.raises(ConfigError, match="needs the reviews file"):
+        TokenDataConfig(source="yelp").build()
+    with pytest.raises(ValueError, match="data.source must be one of"):
+        TokenDataConfig(source="amazon")
+
+
+def test_relevant_tokens_of_the_stage2_data_are_the_a1_tokens():
+    ds = STAGE2_NGD.data.build().ds
+    s_star = relevant_tokens(ds)
+    assert bool((s_star < 8).all()) and ds.n == 16 and ds.T == 6 and ds.num_tokens == 20
