@@ -59,6 +59,9 @@ ALGORITHMS = ("two-stage", "joint")
 EXAMPLE1_COS = {1: 0.96476, 10: 0.98600, 100: 0.99540, 300: 0.99826, 600: 0.99903, 900: 0.99952}
 EXAMPLE1_NORM_900 = 22.483
 LEMMA7_STEPS = 6000
+#: Largest loss increase per step accepted as round-off, relative to the loss (late Example-1 losses are ~1e-22,
+#: where one ulp is ~1e-38).
+ROUNDOFF = 1e-14
 
 
 @dataclass(frozen=True)
@@ -416,9 +419,10 @@ def prop2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[str
 
 def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[str]]:
     """Proposition 1, Lemma 3, Corollary 1 and the exact stage-1 dynamics (spec §3.3-3.4; checks 11-12)."""
-    if not all(r.orthonormal and r.init == "zeros" and r.task.W_ov_star is not None for r in runs):
-        return [], [f"{label}: stage-1 theory checks skipped: they need orthonormal embeddings (Assumption 2) and "
-                    "Algorithm 1's zero initialization"]
+    if not all(r.orthonormal and r.init == "zeros" and r.task.W_ov_star is not None
+               and r.task.structure.check("collocation").holds for r in runs):
+        return [], [f"{label}: stage-1 theory checks skipped: they need a collocation (Assumption 1(i)), orthonormal "
+                    "embeddings (Assumption 2) and Algorithm 1's zero initialization"]
     src, ex = "Prop. 1 of paper C; spec 5.12", "spec §3.3 [DERIVED]; 5.11"
     dev_cos, dev_norm, dev_loss, slack, cos_gap, loss_ratio, spread, corollary, inc = ([] for _ in range(9))
     cos_bound_T = []
@@ -442,7 +446,7 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         margin = _series(h, "margin_ov")[1]
         spread.append(_series(h, "margin_spread_ov")[1].max() / max(1.0, margin.max()))
         corollary.append(margin[-1] / th.corollary1_delta(steps[-1], r.eta0, star))
-        inc.append(max(h.max_loss_increase or [0.0]))
+        inc.append(max(h.max_loss_increase or [0.0]) / loss.min())
     T = int(runs[0].two_stage.stage1.step)
     checks = [
         check_at_most(f"{label}: stage 1 direction exact", "cos(W_ov^(t), W_ov*) = 1 for every t >= 1 under "
@@ -465,8 +469,8 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         check_at_least(f"{label}: Corollary 1 margin", "every logit gap of W_ov^(T) exceeds Δ = Tη₀/(4||W_ov*||²) "
                        "(smallest gap / Δ; the stated upper end 3Δ is wrong: the exact gap is 4||W_ov*|| Δ)",
                        min(corollary), 1.0, "Corollary 1 of paper C (A5)"),
-        check_at_most(f"{label}: stage 1 loss monotone", "L_0 decreases at every step (largest increase)", max(inc),
-                      0.0, "spec 5.11"),
+        check_at_most(f"{label}: stage 1 loss monotone", "L_0 decreases at every step (largest increase, relative "
+                      "to the smallest loss; 1e-14 allows round-off)", max(inc), ROUNDOFF, "spec 5.11"),
     ]
     star = runs[0].task.W_ov_star.norm
     notes = [f"{label}: Corollary 1's upper end fails as printed: measured gap/Δ = {max(corollary):.4g} = "
@@ -501,8 +505,8 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         bound = th.thm1_cos_lower(steps[two], r.eta, N, L_max, star)
         m["thm1cos"].append((cos[two] - bound).min(initial=np.inf))
         vacuous_cos.append(float(bound[-1]))
-        m["inc"].append(max(h.max_loss_increase or [0.0]))
         loss, excess = _series(h, "loss")[1], _series(h, "loss_excess")[1]
+        m["inc"].append(max(h.max_loss_increase or [0.0]) / loss.min())
         m["above"].append(excess.min())
         T = int(steps[-1])
         m["cos_T"].append(cos[-1])
@@ -547,8 +551,8 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
                        "Thm 1; spec 5.18"),
         check_at_least(f"{label}: direction improves", f"cos(W_kq^(t), W_kq*) larger at t = {T} than at "
                        f"t = {max(1, T // 9)}", min(m["trend"]), 1e-12, "Thm 1; spec 5.18"),
-        check_at_most(f"{label}: stage 2 loss monotone", "L(θ^(t)) decreases at every step (largest increase)",
-                      max(m["inc"]), 0.0, "spec 5.17"),
+        check_at_most(f"{label}: stage 2 loss monotone", "L(θ^(t)) decreases at every step (largest increase, "
+                      "relative to the smallest loss; 1e-14 allows round-off)", max(m["inc"]), ROUNDOFF, "spec 5.17"),
         check_at_least(f"{label}: loss above its floor", "L(θ^(t)) > L* = L at full attention on optimal tokens "
                        "(smallest L - L*)", min(m["above"]), 1e-300, "spec §3.3, 5.17"),
         check_at_least(f"{label}: Lemma 5 monotone attention", "min_n φ_+^(n,t) is non-decreasing in t (smallest "

@@ -68,7 +68,7 @@ def figure2(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
     _curve(ax, bounds.get("kq_lower_lemma6"), label="t η/(2 L_max ||W_kq*||) (Lemma 6)", color=COLORS["lower2"])
     ax.set_title("stage 2: norm")
     for ax in axes.flat:
-        ax.legend(fontsize=7)
+        _legend(ax)
     for ax in axes[1]:
         ax.set_xlabel("iteration t")
     return fig
@@ -99,7 +99,7 @@ def stage2_diagnostics(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
     _curve(ax, bounds.get("lemma6"), label="-min φ_+/(2||W_kq*||) (Lemma 6)", color=COLORS["upper"])
     ax.set_title("gradient alignment")
     for ax in axes.flat:
-        ax.legend(fontsize=7)
+        _legend(ax)
         ax.set_xlabel("iteration t (stage 2)")
     return fig
 
@@ -148,10 +148,16 @@ def ablation_figure(rows: list[dict], runs: dict[str, str], joint: str | None):
     for ax, title in zip(axes[0], ("cos(W_ov, W_ov*)", "cos(W_kq, W_kq*)", "loss L(θ)"), strict=True):
         ax.set_title(title)
         ax.set_xlabel("iteration of the stage (joint: of the run)")
-        ax.legend(fontsize=7)
+        _legend(ax)
     for ax in axes[0, :2]:
         _pad_ylim(ax)
     return fig
+
+
+def _legend(ax) -> None:
+    """A small legend, only when something was drawn (panels of metrics a run lacks stay empty)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
 
 
 def _pad_ylim(ax) -> None:
