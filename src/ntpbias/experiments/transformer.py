@@ -591,6 +591,13 @@ def theory_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
     for c, n in (prop2_checks(label, runs), stage1_checks(label, runs), stage2_checks(label, runs, rate=rate)):
         checks.extend(c)
         notes.extend(n)
+    for r in runs:  # spec A15: a vanishing gradient stops normalized GD (the optimizer's guard), reported here
+        for h in r.histories:
+            steps, g = _series(h, "grad_norm")
+            if (g == 0).any():
+                notes.append(f"{label}, seed {r.seed}, {h.rows[0]['run']}: the gradient vanished at step "
+                             f"{int(steps[g == 0][0])} (no sample with two distinct tokens, or attention underflow); "
+                             "the iterate stopped there")
     return checks, notes
 
 
