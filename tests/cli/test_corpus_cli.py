@@ -128,3 +128,24 @@ def test_too_large_export_writes_nothing(tmp_path, capsys, monkeypatch):
     assert code == 2 and "matrix entries" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "d.npz").exists()
 
+
+
+def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, capsys):
+    """`ntpbias corpus DIR FILE --executor dask` (an embedded two-worker LocalCluster) prints the same statistics."""
+    pytest.importorskip("distributed")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for k, line in enumerate(TEXT.splitlines() * 2):
+        (folder / f"{k:02d}.txt").write_text(line + " " + line + "\n", encoding="utf-8")
+    extra = tmp_path / "extra.txt"
+    extra.write_text(TEXT, encoding="utf-8")
+    args = ["corpus", folder, extra, "-T", 3, "--max-vocab", 9, "--json", "--quiet"]
+    code, plain, err = _run(args, capsys)
+    assert code == 0, err
+    code, sharded, err = _run([*args, "--executor", "dask", "--workers", 2, "--shards", 3], capsys)
+    assert code == 0, err
+    a, b = json.loads(plain), json.loads(sharded)
+    assert a["documents"] == b["documents"] == 7 and a["source"] == f"{folder} {extra}"
+    assert a == b
+    code, _, err = _run(["corpus", extra, "--scheduler", "tcp://127.0.0.1:9", "--quiet"], capsys)
+    assert code == 2 and "cannot reach the Dask scheduler" in err

@@ -204,3 +204,68 @@ def test_shakespeare_builtin_corpus():
     md = "## ACT I\n\n_Enter ADAM, with\nhis train_\n\n**ADAM**  \n\\[Aside] Yonder comes my *master*.  \n"
     assert play_text(md).split() == ["Yonder", "comes", "my", "master", "."]
 
+
+
+# ------------------------------------------------------------------------------------------------ sharded counting
+def _folder(tmp_path, n_docs=7, seed=0):
+    """A folder of random documents (Zipf-like words, some lines, some empty documents)."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(40)] + [",", "."])
+    p = 1 / np.arange(1, len(words) + 1)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for k in range(n_docs):
+        n = int(rng.integers(0, 120)) if k != 3 else 0
+        toks = rng.choice(words, size=n, p=p / p.sum())
+        lines = [" ".join(toks[i:i + 9]) for i in range(0, n, 9)]
+        (folder / f"d{k:02d}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(max_context=3), dict(max_context=4, stride=3), dict(max_context=2, max_vocab=12),
+    dict(max_context=3, max_tokens=250), dict(max_context=3, max_tokens=300, max_vocab=8),
+    dict(max_context=3, segment="line"), dict(max_context=2, segment="line", max_tokens=140, max_vocab=10),
+])
+@pytest.mark.parametrize("shards", [1, 3, 50])
+def test_sharded_counts_equal_the_single_process_counts(tmp_path, cfg, shards):
+    folder = _folder(tmp_path)
+    extra = tmp_path / "extra.txt"
+    extra.write_text("w1 w2 w3 w1 w2 w4 , w1 w2 w3 .\nw5 w1\n", encoding="utf-8")
+    config = CorpusConfig(**cfg)
+    sources = [str(folder), str(extra)]
+    corp = tokenize_corpus(sources, config)
+    ref = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
+    stats, documents = corpusmod.sharded_corpus_statistics(sources, config, shards=shards)
+    assert documents == corp.documents == 8
+    assert stats.to_dict() == ref.to_dict()  # exact: integer counts and identically summed floats
+    for a, b in zip(stats.support_histograms, ref.support_histograms, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_sharded_wordpiece_vocabulary_order_and_errors(tmp_path):
+    config = CorpusConfig(max_context=2, tokenizer="wordpiece", max_tokens=4000, max_vocab=60)
+    corp = tokenize_corpus("shakespeare", config)
+    ref = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
+    stats, documents = corpusmod.sharded_corpus_statistics("shakespeare", config, shards=4)
+    assert documents == 38 and stats.to_dict() == ref.to_dict()
+    small = tmp_path / "s.txt"
+    small.write_text("to be or not", encoding="utf-8")
+    for cfg in (CorpusConfig(max_context=4), CorpusConfig(max_context=2, segment="line", max_tokens=1)):
+        with pytest.raises(DataError) as single:
+            corpus_samples(tokenize_corpus(str(small), cfg), cfg)
+        with pytest.raises(DataError) as sharded:
+            corpusmod.sharded_corpus_statistics(str(small), cfg)
+        assert str(sharded.value) == str(single.value)
+
+
+def test_sharded_counting_through_an_executor(tmp_path):
+    from ntpbias.sweep import map_values
+
+    folder = _folder(tmp_path, seed=4)
+    config = CorpusConfig(max_context=3, max_tokens=400)
+    corp = tokenize_corpus(str(folder), config)
+    ref = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
+    stats, _ = corpusmod.sharded_corpus_statistics(
+        str(folder), config, shards=4, map_fn=lambda f, xs: map_values(f, xs, executor="local"))
+    assert stats.to_dict() == ref.to_dict()

