@@ -1,9 +1,11 @@
 """`ntpbias reproduce attention` / `train` with the attention presets: tiny runs end to end, the run-directory
 contract, exact resume, and bad input (exit 2, one line)."""
 
+import csv
 import json
 import tomllib
 
+import numpy as np
 import pytest
 
 from ntpbias.cli import main
@@ -110,3 +112,106 @@ def test_bad_attention_configs_exit_2_with_one_line(tmp_path, capsys, extra, pat
                              "--out", tmp_path / "bad", "--quiet"], capsys)
     assert_user_error(code, err, pattern)
     assert not (tmp_path / "bad" / "summary.json").exists()
+
+
+# ------------------------------------------------------------------------------------------ real text (part 2)
+POSITIVE, NEGATIVE = ["great", "wonderful", "superb"], ["awful", "boring", "terrible"]
+NEUTRAL = ["movie", "plot", "actor", "scene", "story", "music"]
+
+
+def _reviews(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    for k in range(n):
+        label = 1 if k % 2 == 0 else -1
+        own, other = (POSITIVE, NEGATIVE) if label > 0 else (NEGATIVE, POSITIVE)
+        words = [*rng.choice(NEUTRAL, 10), *rng.choice(own, 3), *rng.choice(other, 1)]
+        yield "This " + " ".join(words) + ", really.", label
+
+
+def write_kaggle_csv(path):
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["review", "sentiment"])
+        w.writerows((text, "positive" if y > 0 else "negative") for text, y in _reviews())
+    return path
+
+
+def _long(text):
+    """Pad a review with neutral words to the 1000-1500 characters of the paper's Yelp filter."""
+    while len(text) < 1000:
+        text += " " + NEUTRAL[len(text) % len(NEUTRAL)]
+    return text
+
+
+def write_yelp(path):
+    lines = [json.dumps({"review_id": str(k), "text": _long(text), "stars": 5 if y > 0 else 2})
+             for k, (text, y) in enumerate(_reviews(seed=1))]
+    lines.append(json.dumps({"text": _long("fine"), "stars": 3}))  # 3 stars: dropped
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_file(tmp_path, capsys, monkeypatch):
+    yelp = write_yelp(tmp_path / "yelp.json")
+    monkeypatch.setenv("NTPBIAS_YELP", str(yelp))
+    monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "imdb"
+    code, stdout, err = run_main(["reproduce", "attention-imdb", "--out", out, "--scale", "smoke", "--quiet"], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    section = summary["sections"][0]
+    assert {f["id"] for f in section["figures"]} == {"attention-fig1", "attention-fig3", "attention-imdb-training"}
+    assert summary["yelp"] == str(yelp) and not section["notes"]
+    rows = read_metrics_csv(out / "metrics.csv")
+    assert {r["run"] for r in rows} == {"imdb-one-layer", "imdb-two-layer", "yelp-one-layer", "yelp-two-layer"}
+    names = {c["name"] for c in summary["checks"]}
+    assert {"imdb-one-layer: pearson_v_pd", "yelp-two-layer: spearman_p_abs_pd",
+            "imdb: two-layer loss below one-layer"} <= names
+    imdb = read_token_table(out / "tokens-imdb-one-layer.csv")
+    assert {"token", "count", "pd", "e_dot_p", "e_dot_v"} <= set(imdb) and "level" not in imdb
+    assert len(imdb["token"]) > 500 and (imdb["count"] >= 1).all()  # present tokens of the packaged reviews
+    yelp_table = read_token_table(out / "tokens-yelp-one-layer.csv")
+    assert {"great", "plot", "actor"} <= set(yelp_table["token"])  # WordPiece tokens of the stemmed words
+    configs = tomllib.loads((out / "config.toml").read_text())
+    assert configs["yelp-two-layer"]["data"]["path"] == str(yelp)
+    assert configs["imdb-two-layer"]["model"] == "two_layer"
+
+
+def test_reproduce_attention_imdb_without_yelp_says_it_was_skipped(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("NTPBIAS_YELP", raising=False)
+    monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "fig3"
+    code, _, err = run_main(["reproduce", "attention-fig3", "--out", out, "--scale", "smoke", "--quiet"], capsys)
+    assert code == 0, err
+    section = json.loads((out / "summary.json").read_text())["sections"][0]
+    assert any(n.startswith("Yelp skipped") and "NTPBIAS_YELP" in n for n in section["notes"])
+    assert {f["id"] for f in section["figures"]} == {"attention-fig3", "attention-imdb-training"}
+    assert {r["run"] for r in read_metrics_csv(out / "metrics.csv")} == {"imdb-one-layer"}
+
+
+def test_train_on_a_users_imdb_csv_and_yelp_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
+    csv_path = write_kaggle_csv(tmp_path / "IMDB Dataset.csv")
+    code, _, err = run_main(["train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
+                             "--set", f"data.path={csv_path}", "--set", "epochs=3", "--out", tmp_path / "imdb",
+                             "--quiet"], capsys)
+    assert code == 0, err
+    table = read_token_table(tmp_path / "imdb" / "tokens-train.csv")
+    assert "great" in set(table["token"]) and "this" not in set(table["token"])  # a stop word
+    cfg = tomllib.loads((tmp_path / "imdb" / "config.toml").read_text())
+    assert cfg["data"]["path"] == str(csv_path) and cfg["data"]["source"] == "imdb"
+    yelp = write_yelp(tmp_path / "reviews.jsonl")
+    code, _, err = run_main(["train", "--preset", "attention-yelp-two-layer", "--scale", "smoke",
+                             "--set", f"data.path={yelp}", "--set", "data.yelp.min_chars=20",
+                             "--out", tmp_path / "yelp", "--quiet"], capsys)
+    assert code == 0, err
+    summary = json.loads((tmp_path / "yelp" / "summary.json").read_text())
+    assert summary["config"]["model"] == "two_layer" and summary["sections"][0]["facts"]["documents"] == 80
+    code, _, err = run_main(["train", "--preset", "attention-yelp-one-layer", "--scale", "smoke",
+                             "--out", tmp_path / "noyelp", "--quiet"], capsys)
+    assert_user_error(code, err, "needs the reviews file")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("title,score\nx,1\n", encoding="utf-8")
+    code, _, err = run_main(["train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
+                             "--set", f"data.path={bad}", "--out", tmp_path / "badrun", "--quiet"], capsys)
+    assert_user_error(code, err, "expected the columns review,sentiment")

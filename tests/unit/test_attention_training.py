@@ -165,7 +165,7 @@ def test_classifier_metrics_against_direct_computations():
         zp, zv = (t[present].numpy() for t in module.embedding_dots())
         assert float(m["pearson_v_pd"][b]) == pytest.approx(np.corrcoef(zv, pd)[0, 1], rel=1e-10)
         assert float(m["pearson_p_abs_pd"][b]) == pytest.approx(np.corrcoef(zp, np.abs(pd))[0, 1], rel=1e-10)
-        assert float(m["p_norm"][b]) == pytest.approx(float(module.p.norm()), rel=1e-14)
+        assert float(m["p_norm"][b]) == pytest.approx(float(module.p.detach().norm()), rel=1e-14)
     x = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64)
     assert float(pearson(x, 2 * x + 1)[0]) == pytest.approx(1.0, abs=1e-15)
 

@@ -314,6 +314,15 @@ def level_means(table: dict[str, np.ndarray], seed: int) -> tuple[np.ndarray, np
 SYNTHETIC_THRESHOLDS = {"pearson_v_pd": 0.85, "spearman_v_pd": 0.85, "pearson_p_abs_pd": 0.8, "spearman_p_abs_pd": 0.7}
 
 
+#: Calibrated thresholds on real text. Quick IMDB runs (3000 reviews, d = 64, 10 epochs; three data subsamples and
+#: three initialisations) measure Pearson/Spearman(<E,v>, PD) 0.88-0.90 / 0.91-0.93 and Pearson/Spearman(<E,p>, |PD|)
+#: 0.73-0.77 / 0.65-0.72 for model (1); 0.77-0.80 / 0.80-0.83 and 0.60-0.64 / 0.50-0.56 for model (17).
+REAL_THRESHOLDS = {
+    "one_layer": {"pearson_v_pd": 0.7, "spearman_v_pd": 0.7, "pearson_p_abs_pd": 0.55, "spearman_p_abs_pd": 0.45},
+    "two_layer": {"pearson_v_pd": 0.6, "spearman_v_pd": 0.6, "pearson_p_abs_pd": 0.4, "spearman_p_abs_pd": 0.3},
+}
+
+
 def pattern_checks(run: str, table: dict[str, np.ndarray], history: History, *,
                    thresholds: dict[str, float] = SYNTHETIC_THRESHOLDS, min_accuracy: float = 0.99,
                    source: str = SRC_FIG) -> list[Check]:
@@ -403,12 +412,6 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
               extra={"status": history.status, "final": _final(history), "correlations": correlations(table)})
     return section
 
-
-#: Calibrated thresholds on real text (quick IMDB runs measure about 0.85 / 0.65 for model (1), 0.70 / 0.50 for (17))
-REAL_THRESHOLDS = {
-    "one_layer": {"pearson_v_pd": 0.7, "spearman_v_pd": 0.7, "pearson_p_abs_pd": 0.5, "spearman_p_abs_pd": 0.4},
-    "two_layer": {"pearson_v_pd": 0.5, "spearman_v_pd": 0.5, "pearson_p_abs_pd": 0.3, "spearman_p_abs_pd": 0.25},
-}
 
 register_trainer("attention", AttentionConfig, train_attention)
 
