@@ -69,6 +69,16 @@ def test_axes_grid_keys_and_types(tmp_path):
     assert math.isclose(last.config.optimizer.lr, 1.0)
     assert len({c.directory for c in cells}) == len(cells) and len({c.config_hash for c in cells}) == len(cells)
     assert all(c.directory.startswith("cells/") for c in cells)
+    # a zipped axis with scalar values sets every key to the value; cross-field checks run on the whole cell
+    spec = load_sweep(_write(tmp_path, """
+        [base]
+        preset = "separability-ntp"
+        [axes]
+        "seed,trials" = { range = [1, 3] }
+        V = [3, 10]
+        support_size = [1, 2]
+    """, "z.toml"))
+    assert [(c.config.seed, c.config.trials) for c in spec.cells()][::4] == [(1, 1), (2, 2)]
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -98,7 +108,7 @@ def test_base_from_a_config_file_and_cli_overrides(tmp_path):
     assert [c.config.support_size for c in cells] == [1, 2] and cells[0].config.trials == 4
     assert spec.executor.kind == "inprocess"
     with pytest.raises(ConfigError, match="support_size"):  # __post_init__ cross-field check names the cell
-        load_sweep(_write(tmp_path, '[base]\nconfig = "base.toml"\n[axes]\nsupport_size = [1, 3]\n'))
+        load_sweep(_write(tmp_path, '[base]\nconfig = "base.toml"\n[axes]\nsupport_size = [1, 3]\n')).cells()
     spec = load_sweep(_write(tmp_path, '[base]\nconfig = "base.toml"\n'), executor={"scheduler": "tcp://h:1"})
     assert spec.executor.kind == "dask"  # --scheduler implies the dask executor
 

@@ -224,8 +224,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, retry_failed: bool = False,
         When ``out`` holds results of a different base config for one of the cells (use another ``--out``), or a
         name of ``[collect] metrics`` is not among the runs' final values.
     """
+    cells = spec.cells()  # checks every cell's config before anything runs or is written
     out = ensure_dir(out)
-    cells = spec.cells()  # checks every cell's config before anything runs
     t0 = time.perf_counter()
     with _Lock(out):
         results_path = out / RESULTS

@@ -12,6 +12,7 @@ A sweep file (TOML)::
     seed = { range = [0, 100] }     # 0, 1, ..., 99
     data.m = [20, 30, 40, 50, 60]   # any config key, dotted
     "data.d,data.m" = [[60, 50], [120, 100]]   # keys joined by commas vary together (zipped)
+    "seed,data.seed" = { range = [0, 10] }     # a single value goes to every zipped key
     optimizer.lr = { geomspace = [0.01, 1.0, 5] }   # also: linspace = [a, b, n], values = [...]
 
     [collect]
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import apply_overrides, from_dict, load_toml, to_toml
+from ..config import _coerce, _field_types, apply_overrides, from_dict, load_toml, to_toml
 from ..errors import ConfigError
 from .executors import ExecutorConfig
 
@@ -304,6 +305,22 @@ def _values(name: str, spec: Any) -> list[Any]:
     return values
 
 
+def _check_value(cls, key: str, value: Any) -> None:
+    """The setting ``key`` exists in ``cls`` and ``value`` has its type (the rules of ``--set``)."""
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        types = _field_types(cls)
+        prefix = ".".join(parts[:depth])
+        if part not in types:
+            valid = ", ".join((prefix + "." if prefix else "") + k for k in types)
+            raise ConfigError(f"unknown setting {key}; valid keys here: {valid}")
+        if depth < len(parts) - 1:
+            if not dataclasses.is_dataclass(types[part]):
+                raise ConfigError(f"{'.'.join(parts[:depth + 1])} is not a table of settings")
+            cls = types[part]
+    _coerce(value, types[parts[-1]], key)
+
+
 def _freeze(value: Any) -> Any:
     """Lists (values of tuple-typed settings) as tuples, so that points are hashable."""
     return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
@@ -317,7 +334,8 @@ def _axes(table: dict, base) -> tuple[Axis, ...]:
         keys = tuple(k.strip() for k in name.split(","))
         values = _values(name, spec)
         if len(keys) > 1:
-            if not all(isinstance(v, list) and len(v) == len(keys) for v in values):
+            values = [v if isinstance(v, list) else [v] * len(keys) for v in values]  # a scalar goes to every key
+            if not all(len(v) == len(keys) for v in values):
                 raise ConfigError(f"axis {name!r}: zipped keys need a list of {len(keys)}-element lists, "
                                   f"e.g. [[60, 50], [120, 100]]")
             points = tuple(tuple(_freeze(x) for x in v) for v in values)
@@ -327,11 +345,12 @@ def _axes(table: dict, base) -> tuple[Axis, ...]:
             if k in used:
                 raise ConfigError(f"axis {k!r} appears twice")
             used.add(k)
-        # type-check every value on its own (the error names the axis and the value)
+        # check every key and value on its own (the error names the axis and the value); checks that involve
+        # several settings (__post_init__) run on each cell's full config in SweepSpec.cells
         for point in points:
             for k, v in zip(keys, point, strict=True):
                 try:
-                    from_dict(type(base), _nest([(k, v)]), base=base)
+                    _check_value(type(base), k, v)
                 except ConfigError as exc:
                     raise ConfigError(f"axis {k!r} value {v!r}: {exc}") from None
         if len(set(points)) != len(points):
