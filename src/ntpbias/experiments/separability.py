@@ -379,8 +379,10 @@ def run_group(ctx: RunContext) -> Section:
     total, certified = sum(s["lp_solves"] for _, s in summaries), sum(s["certified"] for _, s in summaries)
     section.facts.update({"datasets": len(results), "separability verdicts (LPs)": total,
                           "certified verdicts": certified, "executor": executor.describe(),
-                          "largest compatible residual": max(s["max_residual_compatible"] for _, s in summaries),
-                          "smallest incompatible residual": min(s["min_residual_incompatible"] for _, s in summaries)})
+                          "largest compatible residual": _finite(max, (s["max_residual_compatible"]
+                                                                       for _, s in summaries)),
+                          "smallest incompatible residual": _finite(min, (s["min_residual_incompatible"]
+                                                                          for _, s in summaries))})
     if ctx.wants("separability-transition"):
         section.figures.append(figs.transition_figure(out, saved))
     if ctx.wants("separability-thresholds"):
@@ -393,6 +395,12 @@ def run_group(ctx: RunContext) -> Section:
               section=section, extra={"scale": ctx.scale, "summaries": [
                   {**asdict(c), **s} for c, s in summaries]})
     return section
+
+
+def _finite(reduce, values) -> float | None:
+    """``reduce`` over the non-NaN values (None when there is none)."""
+    values = [v for v in values if not math.isnan(v)]
+    return reduce(values) if values else None
 
 
 def _interval(s: dict, key: str) -> str:
