@@ -73,6 +73,7 @@ class SeparabilityConfig:
     dirichlet : concentration of the in-support probabilities (compatibility needs them generic, not equal)
     method : separability decision, ``"lp"`` (HiGHS + certificate), ``"dual"`` or ``"auto"``
     scan : trials whose verdicts are also computed around d* and at d = m (consistency check)
+    device : accepted for the ``train`` command's contract; the verdicts are LPs solved on the CPU (HiGHS)
     """
 
     experiment: str = "separability"
@@ -84,6 +85,7 @@ class SeparabilityConfig:
     dirichlet: float = 1.0
     method: str = "lp"
     scan: int = 3
+    device: str = "cpu"
 
     def __post_init__(self):
         if self.experiment != "separability":
