@@ -130,6 +130,7 @@ def test_too_large_export_writes_nothing(tmp_path, capsys, monkeypatch):
 
 
 
+@pytest.mark.slow  # starts a Dask cluster or real worker processes
 def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, capsys):
     """`ntpbias corpus DIR FILE --executor dask` (an embedded two-worker LocalCluster) prints the same statistics."""
     pytest.importorskip("distributed")

@@ -38,6 +38,7 @@ def _run(args, capsys):
     return info.value.code, captured.out, captured.err
 
 
+@pytest.mark.slow  # starts a Dask cluster or real worker processes
 def test_killed_sweep_resumes_to_the_same_table(tmp_path, run_cli):
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(SWEEP, encoding="utf-8")

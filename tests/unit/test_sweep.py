@@ -230,6 +230,7 @@ def test_changed_base_config_is_refused_and_bad_collect_names(tmp_path):
     assert rows[0]["check:V=2, |S|=1: certificates"] == "true"
 
 
+@pytest.mark.slow  # starts a Dask cluster or real worker processes
 def test_dask_local_cluster_gives_the_same_results_as_local_processes(tmp_path):
     pytest.importorskip("distributed")
     def sweep(kind):
