@@ -23,6 +23,7 @@ from ntpbias.experiments.attention import (
     lemma41_sweep,
     pattern_checks,
     run_stage_two,
+    selection_table,
     stage_two_checks,
     token_table,
     train_attention,
@@ -51,6 +52,22 @@ def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direct
     assert {c.name for c in checks} >= {"ngd: only s*_X selected", "ngd: cos with Lemma 4.5's p̂",
                                         "ngd: own max-margin direction", "ngd: loss at its floor"}
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+    table = selection_table(r, "ngd")
+    assert [row[0] for row in table.rows] == [0, 1]
+    for row in table.rows:  # one selected position per sequence, (12) solved with a certificate
+        assert row[1] == ds.n and row[2] == "optimal" and row[6] is True and row[7] >= 0.999
+    # a final selection that (12) cannot realise is reported as such, not as a number: here one token is both
+    # selected (position 0) and not selected (position 1) in sequence 0
+    X = ds.X.clone()
+    X[0, 1] = X[0, 0]
+    first = torch.zeros_like(ds.mask)
+    first[:, 0] = True
+    clash = ga.max_margin_selection(r.stages[0].E1, type(ds).from_arrays(X, ds.y, num_tokens=ds.num_tokens), first)
+    assert clash.status == "infeasible"
+    fake = replace(r.own[0], svm=clash)
+    failing = stage_two_checks(replace(r, own=[fake, *r.own[1:]]), "ngd")
+    own_check = next(c for c in failing if c.name == "ngd: own max-margin direction")
+    assert not own_check.passed and own_check.measured.startswith("(12) infeasible")
 
 
 def test_stage_two_checks_fail_when_the_theory_conditions_are_violated(tmp_path):
