@@ -191,6 +191,22 @@ def test_divergence_is_reported_and_metrics_kept(small, tmp_path):
     assert all(math.isfinite(r["loss"]) or r["step"] > 0 for r in h.rows)
 
 
+def test_deferred_nonfinite_check_reports_the_exact_step_and_drops_later_rows(small, tmp_path):
+    data, ref = small
+
+    class NaNFrom(LinearNTPProblem):
+        def loss_and_grad(self, params, step, generators):
+            loss, grads = super().loss_and_grad(params, step, generators)
+            if step >= 37:
+                loss = loss + float("nan")
+            return loss, grads
+
+    h = Trainer(NaNFrom(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=200, log_points=0, log_every=5), seeds=[0],
+                nonfinite_check_every=50).run()
+    assert h.status == "diverged" and "at step 37" in h.message
+    assert max(r["step"] for r in h.rows) == 35  # rows after the first bad step are dropped
+
+
 def test_keyboard_interrupt_writes_a_checkpoint(small, tmp_path):
     data, ref = small
     problem = _InterruptAt(data, ref)

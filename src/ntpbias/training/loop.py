@@ -25,6 +25,9 @@ import torch
 from ..io import atomic_path
 from .optimizers import Optimizer
 
+#: On a GPU, how many steps may pass between host checks for a non-finite loss.
+NONFINITE_CHECK_EVERY = 64
+
 
 class Problem(Protocol):
     """What the :class:`Trainer` trains (see the linear NTP problem for an example)."""
@@ -113,11 +116,14 @@ class Trainer:
 
     ``checkpoint_dir``: where ``last.pt`` goes (None: no checkpoints, no resume).
     ``on_log``: optional callback ``(step, metrics_dict_of_(B,)_tensors)`` after each logged step.
+    ``nonfinite_check_every``: steps between host checks for a non-finite loss (default: 1 on the CPU,
+    :data:`NONFINITE_CHECK_EVERY` on a GPU); the reported step is exact either way.
     """
 
     def __init__(self, problem: Problem, optimizer: Optimizer, config: TrainConfig, *, seeds: list[int],
                  checkpoint_dir: str | Path | None = None, progress: bool = False,
-                 on_log: Callable[[int, dict], None] | None = None, description: str = "training"):
+                 on_log: Callable[[int, dict], None] | None = None, description: str = "training",
+                 nonfinite_check_every: int | None = None):
         self.problem = problem
         self.optimizer = optimizer
         self.config = config
@@ -126,6 +132,7 @@ class Trainer:
         self.progress = progress
         self.on_log = on_log
         self.description = description
+        self.nonfinite_check_every = nonfinite_check_every
 
     # -------------------------------------------------------------------------------- checkpoints
     @property
@@ -181,13 +188,19 @@ class Trainer:
         try:
             if step == 0 and 0 in logs and not rows:
                 self._log(0, params, rows)
+            # first step with a non-finite loss, per run, tracked on the device; the host looks at it every step on
+            # the CPU and every NONFINITE_CHECK_EVERY steps (and at logs) on a GPU, so no step waits on a sync there
+            check_every = self.nonfinite_check_every or (
+                1 if params[next(iter(params))].device.type == "cpu" else NONFINITE_CHECK_EVERY)
+            first_bad = None
             while step < cfg.steps:
                 loss, grads = self.problem.loss_and_grad(params, step, generators)
-                if not bool(torch.isfinite(loss).all()):
-                    history.status = "diverged"
-                    bad = [self.seeds[i] for i in torch.nonzero(~torch.isfinite(loss)).flatten().tolist()]
-                    history.message = (f"the loss became non-finite at step {step} (seed(s) {bad}); the step size is "
-                                       "probably too large. Metrics up to that step were kept")
+                bad = ~torch.isfinite(loss.detach())
+                first_bad = torch.where(bad, step, -1) if first_bad is None else \
+                    torch.where(bad & (first_bad < 0), step, first_bad)
+                look = step % check_every == 0 or step + 1 in logs or step + 1 == cfg.steps
+                if look and bool((first_bad >= 0).any()):
+                    self._diverged(history, first_bad, rows)
                     break
                 self._track_monotonicity(loss)
                 params = self.optimizer.step(params, grads, loss)
@@ -210,6 +223,16 @@ class Trainer:
         history.max_loss_increase = [] if inc is None else inc.double().cpu().tolist()
         self._save(step, params, generators, rows, history.status)
         return history
+
+    def _diverged(self, history: History, first_bad: torch.Tensor, rows: list[dict]) -> None:
+        """Mark the run diverged at the first non-finite loss and drop rows logged after it."""
+        at = first_bad.cpu()
+        k = int(at[at >= 0].min())
+        seeds = [self.seeds[i] for i in torch.nonzero(at >= 0).flatten().tolist()]
+        rows[:] = [r for r in rows if r["step"] <= k]
+        history.status = "diverged"
+        history.message = (f"the loss became non-finite at step {k} (seed(s) {seeds}); the step size is probably too "
+                           "large. Metrics up to that step were kept")
 
     def _track_monotonicity(self, loss: torch.Tensor) -> None:
         """Running max over steps of L(W_{k+1}) - L(W_k), per run, without a host sync."""

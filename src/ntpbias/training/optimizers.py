@@ -123,19 +123,19 @@ class Optimizer:
             if c.name == "adam" and c.weight_decay:
                 g = g + c.weight_decay * p
             st = self.state.setdefault(k, {"m": torch.zeros_like(p), "v": torch.zeros_like(p)})
-            st["m"] = b1 * st["m"] + (1 - b1) * g
-            st["v"] = b2 * st["v"] + (1 - b2) * g * g
-            m_hat = st["m"] / (1 - b1 ** self.t)
-            v_hat = st["v"] / (1 - b2 ** self.t)
-            new = p - lr * m_hat / (v_hat.sqrt() + c.eps)
+            st["m"].mul_(b1).add_(g, alpha=1 - b1)  # moments updated in place: large models stay compute-bound
+            st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (st["v"] / (1 - b2 ** self.t)).sqrt_().add_(c.eps)
+            new = p.addcdiv(st["m"], denom, value=-lr / (1 - b1 ** self.t))
             if c.name == "adamw" and c.weight_decay:
-                new = new - lr * c.weight_decay * p
+                new.add_(p, alpha=-lr * c.weight_decay)
             out[k] = new
         return out
 
     def state_dict(self) -> dict:
-        return {"t": self.t, "state": {k: dict(v) for k, v in self.state.items()}}
+        """A copy of the step count and moments (the moments are updated in place, so they are cloned)."""
+        return {"t": self.t, "state": {k: {n: t.clone() for n, t in v.items()} for k, v in self.state.items()}}
 
     def load_state_dict(self, sd: dict) -> None:
         self.t = int(sd["t"])
-        self.state = {k: dict(v) for k, v in sd["state"].items()}
+        self.state = {k: {n: t.clone() for n, t in v.items()} for k, v in sd["state"].items()}
