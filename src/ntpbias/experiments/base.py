@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..io import write_json, write_text
 from ..report.document import Section
 from ..report.rows import metrics_csv
+from ..sweep.executors import ExecutorConfig
 
 #: smoke: seconds, to check an installation or a pipeline (theory checks are not expected to pass);
 #: quick: minutes on a laptop CPU, the checks pass; paper: the papers' sizes.
@@ -31,7 +32,12 @@ SCALES = ("smoke", "quick", "paper")
 
 @dataclass(frozen=True)
 class RunContext:
-    """Options of one ``reproduce``/``train`` invocation, passed to group runners and trainers."""
+    """Options of one ``reproduce``/``train`` invocation, passed to group runners and trainers.
+
+    ``executor`` spreads independent runs that cannot share one batch (the transformer paper's per-seed datasets)
+    over worker processes or a Dask cluster; seeds that can be batched (linear, attention) stay one batched run.
+    ``yelp``: a Yelp Open Dataset JSON-lines file for the ``attention-imdb`` group ("" = skip Yelp).
+    """
 
     out: Path
     scale: str = "quick"
@@ -41,6 +47,8 @@ class RunContext:
     resume: bool = False
     figures: tuple[str, ...] | None = None  # figure IDs asked for; None = all of the group
     say: Callable[[str], None] = lambda _msg: None
+    executor: ExecutorConfig = field(default_factory=lambda: ExecutorConfig("inprocess"))
+    yelp: str = ""
 
     def wants(self, fig_id: str) -> bool:
         return self.figures is None or fig_id in self.figures
@@ -140,6 +148,29 @@ def write_run(out: Path, *, config: Any, rows: list[dict], section: Section, ext
     }
     write_json(out / "summary.json", summary)
     render(out, [section], title=section.title, command=command)
+
+
+def save_arrays(path, **arrays) -> None:
+    """Write tensors/arrays (None values skipped) to an ``.npz`` atomically."""
+    import numpy as np
+
+    from .._tensor import to_numpy
+    from ..io import atomic_path
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{k: to_numpy(v) for k, v in arrays.items() if v is not None})
+
+
+def raise_if_failed(history) -> None:
+    """After the outputs of a run are written: a diverged run is a user error (exit 2), an interrupted one re-raises
+    Ctrl-C (exit 130)."""
+    if history.status == "diverged":
+        from ..errors import TrainingDivergedError
+
+        raise TrainingDivergedError(history.message)
+    if history.status == "interrupted":
+        raise KeyboardInterrupt
 
 
 def config_toml(configs: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from ..geometry.regpath import regularization_path
 from ..geometry.separability import ntp_separability
 from ..geometry.subspace import subspace
 from ..geometry.svm import ntp_svm
-from ..io import atomic_path, ensure_dir
+from ..io import ensure_dir
 from ..metrics import cosine
 from ..report import linear as figs
 from ..report.document import Check, Section, Table, check_at_least, check_at_most
@@ -40,7 +40,17 @@ from ..report.figures import new_figure, save
 from ..training.linear import LinearNTPProblem, LinearReference
 from ..training.loop import History, TrainConfig, Trainer
 from ..training.optimizers import Optimizer, OptimizerConfig
-from .base import Group, Preset, RunContext, register_group, register_preset, register_trainer, write_run
+from .base import (
+    Group,
+    Preset,
+    RunContext,
+    raise_if_failed,
+    register_group,
+    register_preset,
+    register_trainer,
+    save_arrays,
+    write_run,
+)
 
 DATA_SOURCES = ("random", "two_d", "file")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -271,12 +281,6 @@ def _final(history: History) -> dict[str, list[float]]:
     return {k: [r[k] for r in rows] for k in rows[0] if k not in ("run", "step", "seed")}
 
 
-def _save_arrays(path, **arrays) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{k: to_numpy(v) for k, v in arrays.items() if v is not None})
-
-
 def _prepare(cfg: LinearConfig, ctx: RunContext) -> LinearConfig:
     """Apply the invocation's seeds/device to a preset config."""
     resolve_device(ctx.device)
@@ -306,20 +310,11 @@ def train_linear(cfg: LinearConfig, ctx: RunContext) -> Section:
         section.checks.extend(run_checks("train", cfg, history, data, ref))
     else:
         section.notes.append(history.message)
-    _save_arrays(out / "geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm, W_final=history.params["W"])
+    save_arrays(out / "geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm, W_final=history.params["W"])
     write_run(out, config=cfg, rows=history.rows, section=section,
               extra={"status": history.status, "message": history.message, "final": _final(history)})
-    _raise_if_failed(history)
+    raise_if_failed(history)
     return section
-
-
-def _raise_if_failed(history: History) -> None:
-    if history.status == "diverged":
-        from ..errors import TrainingDivergedError
-
-        raise TrainingDivergedError(history.message)
-    if history.status == "interrupted":
-        raise KeyboardInterrupt
 
 
 register_trainer("linear", LinearConfig, train_linear)
@@ -353,7 +348,7 @@ def run_group(ctx: RunContext) -> Section:
         ctx.say("2D example: W*, W^mm")
         ref, facts = reference(data, cfg.solver)
         data.save(out / "data" / "two_d.npz")
-        _save_arrays(out / "data" / "two_d_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        save_arrays(out / "data" / "two_d_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
         section.tables.append(Table("2D example dataset", ("quantity", "value"), tuple(facts.items())))
         section.checks.extend(_two_d_checks(data, ref))
         if ctx.wants("linear-fig1"):
@@ -374,7 +369,7 @@ def run_group(ctx: RunContext) -> Section:
         ctx.say("overparameterized dataset: W*, W^mm")
         ref, facts = reference(data, base.solver)
         data.save(out / "data" / "overparameterized.npz")
-        _save_arrays(out / "data" / "overparameterized_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        save_arrays(out / "data" / "overparameterized_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
         section.facts.update(facts)
         section.checks.extend(_geometry_checks(data, ref))
         if ctx.wants("linear-fig3"):
@@ -388,7 +383,7 @@ def run_group(ctx: RunContext) -> Section:
             configs[run] = cfg
             ctx.say(f"training {run}")
             history = train_run(cfg, data, ref, ctx, run)
-            _raise_if_failed(history)
+            raise_if_failed(history)
             rows += history.rows
             section.seconds += history.seconds
             section.checks.extend(run_checks(run, cfg, history, data, ref))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -40,6 +41,7 @@ from ..models.transformer import EMBEDDINGS, token_embeddings
 from ..report import transformer as figs
 from ..report.document import Check, Section, Table, check_at_least, check_at_most
 from ..report.figures import save
+from ..sweep.executors import map_values
 from ..training.init import INITS
 from ..training.loop import History, TrainConfig
 from ..training.transformer import (
@@ -50,8 +52,17 @@ from ..training.transformer import (
     train_joint,
     train_two_stage,
 )
-from .base import Group, Preset, RunContext, register_group, register_preset, register_trainer, write_run
-from .linear import _raise_if_failed, _save_arrays
+from .base import (
+    Group,
+    Preset,
+    RunContext,
+    raise_if_failed,
+    register_group,
+    register_preset,
+    register_trainer,
+    save_arrays,
+    write_run,
+)
 
 DATA_SOURCES = ("sentences", "samples", *BUILTIN, "file")
 ALGORITHMS = ("two-stage", "joint")
@@ -246,28 +257,46 @@ def load_dataset(data: TransformerDataConfig, seed: int) -> tuple[NTPSamples, Da
 
 
 def run_config(cfg: TransformerConfig, ctx: RunContext, prefix: str = "") -> list[SeedRun]:
-    """Train ``cfg`` once per seed (rows carry ``run`` = ``<prefix>stage1|stage2|joint`` and the seed)."""
+    """Train ``cfg`` once per seed (rows carry ``run`` = ``<prefix>stage1|stage2|joint`` and the seed).
+
+    Each seed has its own dataset, so seeds cannot share a batch: they go through ``ctx.executor`` (this process by
+    default; ``reproduce --executor local|dask`` spreads them over worker processes or a cluster).
+    """
+    jobs = [_SeedJob(cfg, cfg.seed + i, prefix, str(ctx.out), ctx.resume,
+                     ctx.progress and ctx.executor.kind == "inprocess") for i in range(cfg.seeds)]
+    ctx.say(f"{prefix or 'run '}training {len(jobs)} seed(s) ({ctx.executor.describe()})")
+    return map_values(train_seed, jobs, executor=ctx.executor)
+
+
+@dataclass(frozen=True)
+class _SeedJob:
+    """Everything one seed's training needs (picklable, for worker processes)."""
+
+    cfg: TransformerConfig
+    seed: int
+    prefix: str
+    out: str
+    resume: bool
+    progress: bool
+
+
+def train_seed(job: _SeedJob) -> SeedRun:
+    """Build one seed's dataset, embedding, W_ov*, W_kq*, and train it (Algorithm 1 or joint)."""
+    cfg, seed, prefix = job.cfg, job.seed, job.prefix
     device = resolve_device(cfg.device)
-    runs = []
-    for i in range(cfg.seeds):
-        seed = cfg.seed + i
-        samples, structure = load_dataset(cfg.data, seed)
-        E = token_embeddings(samples.V, kind=cfg.embedding, d=cfg.d or None, seed=seed, device=device)
-        ctx.say(f"{prefix or 'run '}seed {seed}: W_ov*, W_kq* (|V| = {samples.V}, N = {samples.N})")
-        task = TransformerTask.build(samples, E, structure=structure, solver=cfg.solver)
-        eta0, eta = cfg.step_sizes(task.d)
-        run = SeedRun(seed, task, eta0, eta, cfg.init)
-        common = {"seeds": [seed], "init": cfg.init, "prefix": prefix, "progress": ctx.progress,
-                  "resume": ctx.resume, "checkpoint_dir": ctx.out / "checkpoints" / f"{prefix}seed{seed}"}
-        if cfg.algorithm == "two-stage":
-            run.two_stage = train_two_stage(task, eta0=eta0, eta=eta, stage1=cfg.train_config(cfg.steps1),
-                                            stage2=cfg.train_config(cfg.steps2), **common)
-        else:
-            run.joint = train_joint(task, eta=eta0, config=cfg.train_config(cfg.steps1 + cfg.steps2), **common)
-        runs.append(run)
-        if any(h.status != "completed" for h in run.histories):
-            break
-    return runs
+    samples, structure = load_dataset(cfg.data, seed)
+    E = token_embeddings(samples.V, kind=cfg.embedding, d=cfg.d or None, seed=seed, device=device)
+    task = TransformerTask.build(samples, E, structure=structure, solver=cfg.solver)
+    eta0, eta = cfg.step_sizes(task.d)
+    run = SeedRun(seed, task, eta0, eta, cfg.init)
+    common = {"seeds": [seed], "init": cfg.init, "prefix": prefix, "progress": job.progress,
+              "resume": job.resume, "checkpoint_dir": Path(job.out) / "checkpoints" / f"{prefix}seed{seed}"}
+    if cfg.algorithm == "two-stage":
+        run.two_stage = train_two_stage(task, eta0=eta0, eta=eta, stage1=cfg.train_config(cfg.steps1),
+                                        stage2=cfg.train_config(cfg.steps2), **common)
+    else:
+        run.joint = train_joint(task, eta=eta0, config=cfg.train_config(cfg.steps1 + cfg.steps2), **common)
+    return run
 
 
 def _failed(runs: list[SeedRun]) -> History | None:
@@ -318,7 +347,7 @@ def save_runs(out, prefix: str, runs: list[SeedRun]) -> list[dict]:
                 finals["W_kq"] = r.two_stage.W_kq[0]
         else:
             finals = {k: v[0] for k, v in r.joint.params.items()}
-        _save_arrays(data_dir / f"{prefix}seed{r.seed}.npz", E=t.E,
+        save_arrays(data_dir / f"{prefix}seed{r.seed}.npz", E=t.E,
                      W_ov_star=None if t.W_ov_star is None else t.W_ov_star.W,
                      W_kq_star=None if t.W_kq_star is None else t.W_kq_star.W, **finals)
         write_json(data_dir / f"{prefix}seed{r.seed}.json", t.samples.to_dict())
@@ -813,7 +842,7 @@ def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> Section:
               extra={"status": "completed" if failed is None else failed.status,
                      "message": "" if failed is None else failed.message, "constants": consts})
     if failed is not None:
-        _raise_if_failed(failed)
+        raise_if_failed(failed)
     return section
 
 
@@ -860,7 +889,7 @@ def run_group(ctx: RunContext) -> Section:
         runs = run_config(cfg, ctx, prefix)
         failed = _failed(runs)
         if failed is not None:
-            _raise_if_failed(failed)
+            raise_if_failed(failed)
         rows.extend(row for r in runs for row in r.rows)
         section.seconds += sum(r.seconds for r in runs)
         return runs

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, SolverError
+from ..errors import ConfigError, NTPBiasError, SolverError
 
 EXECUTORS = ("inprocess", "local", "dask")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -86,7 +86,11 @@ class ExecutorConfig:
 
 @dataclass(frozen=True)
 class TaskOutcome:
-    """What one task produced: ``value`` when ``ok``, else a one-line ``error`` and its ``traceback``."""
+    """What one task produced: ``value`` when ``ok``, else a one-line ``error`` and its ``traceback``.
+
+    ``user_error`` keeps a task's :class:`~ntpbias.errors.NTPBiasError` (bad data or config in that task), so that
+    :func:`map_values` can re-raise it as the user's error rather than as a solver failure.
+    """
 
     index: int
     ok: bool
@@ -95,6 +99,7 @@ class TaskOutcome:
     traceback: str = ""
     seconds: float = 0.0
     worker: str = ""
+    user_error: NTPBiasError | None = None
 
 
 def as_executor(executor: ExecutorConfig | str | None) -> ExecutorConfig:
@@ -126,12 +131,18 @@ def map_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, executor: Execu
 
 def map_values(fn: Callable[[Any], Any], items: Iterable[Any], *,
                executor: ExecutorConfig | str | None = None) -> list[Any]:
-    """``[fn(x) for x in items]`` on an executor, in input order; the first failed task raises SolverError."""
+    """``[fn(x) for x in items]`` on an executor, in input order.
+
+    The first failed task raises: its own :class:`~ntpbias.errors.NTPBiasError` when it had one (a user error),
+    else a SolverError naming the task and its error.
+    """
     items = list(items)
     values: list[Any] = [None] * len(items)
     for outcome in map_tasks(fn, items, executor=executor):
+        if outcome.user_error is not None:
+            raise outcome.user_error
         if not outcome.ok:
-            raise SolverError(f"task {outcome.index} ({items[outcome.index]!r}) failed: {outcome.error}")
+            raise SolverError(f"task {outcome.index} of {len(items)} failed: {outcome.error}")
         values[outcome.index] = outcome.value
     return values
 
@@ -149,7 +160,8 @@ def run_task(index: int, fn: Callable[[Any], Any], item: Any) -> TaskOutcome:
     try:
         value = fn(item)
     except Exception as exc:  # noqa: BLE001  (a failed task is a result, not a crash of the map)
-        return TaskOutcome(index, False, None, _one_line(exc), traceback.format_exc(), time.perf_counter() - t0, worker)
+        return TaskOutcome(index, False, None, _one_line(exc), traceback.format_exc(), time.perf_counter() - t0, worker,
+                           exc if isinstance(exc, NTPBiasError) else None)
     return TaskOutcome(index, True, value, "", "", time.perf_counter() - t0, worker)
 
 
