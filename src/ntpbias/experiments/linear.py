@@ -473,16 +473,8 @@ def _optimizer_comparison(finals: dict[str, dict]) -> list[Check]:
 
 
 def _figure1(out, rows, data: NTPData, ref: LinearReference):
-    import matplotlib.gridspec as gridspec
-
-    fig, _ = new_figure(1, 1, width=9.6, height=5.2)
-    fig.clf()
-    outer = gridspec.GridSpec(1, 2, width_ratios=[1, 1.25], figure=fig)
-    ax_left = fig.add_subplot(outer[0])
-    figs.geometry_2d(ax_left, to_numpy(data.H), to_numpy(data.P), to_numpy(ref.W_mm), data.contexts, data.vocab)
-    inner = gridspec.GridSpecFromSubplotSpec(2, 2, subplot_spec=outer[1])
-    axes = np.array([[fig.add_subplot(inner[i, j]) for j in range(2)] for i in range(2)])
-    figs.training_panels(axes, rows, "2d-gd", entropy=data.entropy)
+    fig = figs.two_d_figure(to_numpy(data.H), to_numpy(data.P), to_numpy(ref.W_mm), data.contexts, data.vocab, rows,
+                            "2d-gd", entropy=data.entropy)
     return save(fig, out, "linear-fig1", "The 2D example (Fig. 1)",
                 "Left: context embeddings A, B, C with their support sets, rows w_v of W^mm (stars) and the "
                 "hyperplanes orthogonal to them (dotted). Right: GD training (loss vs entropy, norm, correlations "

@@ -39,12 +39,18 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 3.2, height: fl
     return fig, axes
 
 
+def styled():
+    """A context in which new figures get the report style (for layouts :func:`new_figure` does not cover)."""
+    return plt.rc_context(STYLE)
+
+
 def save(fig, run_dir: str | Path, fig_id: str, title: str, caption: str) -> Figure:
     """Write ``figures/<fig_id>.png`` and ``.svg`` under ``run_dir`` atomically; close the figure."""
     run_dir = Path(run_dir)
     ensure_dir(run_dir / "figures")
     with plt.rc_context(STYLE):
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:
+            fig.tight_layout()
         for ext in ("png", "svg"):
             with atomic_path(run_dir / "figures" / f"{fig_id}.{ext}") as tmp:
                 fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)

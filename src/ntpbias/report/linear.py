@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 
-from .figures import band, new_figure
+from .figures import band, new_figure, styled
 from .rows import series
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
@@ -69,6 +70,17 @@ def geometry_2d(ax, H: np.ndarray, P: np.ndarray, W_mm: np.ndarray, contexts, vo
         ax.annotate(f"{contexts[j]}\n{{{support}}}", xy=h, xytext=(4, -14), textcoords="offset points", fontsize=8)
     ax.legend(loc="upper right", fontsize=7, ncol=2)
     ax.set_title("contexts h_j (black) and rows of W^mm")
+
+
+def two_d_figure(H: np.ndarray, P: np.ndarray, W_mm: np.ndarray, contexts, vocab, rows: list[dict], run: str, *,
+                 entropy: float):
+    """Fig. 1: the 2D geometry (left) next to the 2x2 training panels of ``run`` (right)."""
+    with styled():
+        fig = plt.figure(figsize=(10.5, 5.2), layout="constrained")
+        left, right = fig.subfigures(1, 2, width_ratios=[1, 1.3])
+        geometry_2d(left.subplots(), H, P, W_mm, contexts, vocab)
+        training_panels(right.subplots(2, 2), rows, run, entropy=entropy)
+    return fig
 
 
 def probability_heatmap(ax, P: np.ndarray, contexts, vocab) -> None:
