@@ -88,6 +88,19 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
     raise ConfigError(f"{where}: unsupported setting type {typ!r}")
 
 
+def require_choice(name: str, value: str, choices) -> None:
+    """Validation helper for config ``__post_init__``: ``value`` must be one of ``choices`` (ValueError otherwise).
+
+    >>> require_choice("optimizer", "adam", ("gd", "adam"))
+    >>> require_choice("optimizer", "sgdx", ("gd", "adam"))
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown optimizer 'sgdx'; choose one of gd, adam
+    """
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+
+
 def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = None) -> C:
     """Build ``cls`` from a (nested) dict on top of ``base`` (default: the class defaults)."""
     types = _field_types(cls)

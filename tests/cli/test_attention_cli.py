@@ -100,9 +100,9 @@ def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, capsys
 
 
 @pytest.mark.parametrize("extra, pattern", [
-    (["--set", "data.source=amazon"], "data.source must be one of"),
+    (["--set", "data.source=amazon"], "unknown data.source 'amazon'"),
     (["--set", "optimizer.milestones=5"], "decay_epochs"),
-    (["--set", "model=three_layer"], "model must be one of"),
+    (["--set", "model=three_layer"], "unknown model 'three_layer'"),
     (["--set", "data.source=yelp"], "needs the reviews file"),
     (["--set", "data.source=imdb", "--set", "data.path=missing.csv"], "missing.csv: no such file"),
     (["--set", "data.law.deltas=0.1"], "one size and one delta per level"),

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from .._tensor import resolve_device, to_numpy
+from ..config import require_choice
 from ..data.text import PreprocessConfig, YelpConfig
 from ..data.tokens import KLevelLaw, TokenSequences, power_level_sizes, relevant_tokens, token_statistics
 from ..errors import ConfigError, DataError
@@ -102,8 +103,7 @@ class TokenDataConfig:
     cache: bool = True
 
     def __post_init__(self):
-        if self.source not in DATA_SOURCES:
-            raise ValueError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {self.source!r}")
+        require_choice("data.source", self.source, DATA_SOURCES)
         if self.n < 1 or self.T < 1 or self.subsample < 0:
             raise ValueError(f"need n, T >= 1 and subsample >= 0; got n={self.n}, T={self.T}, "
                              f"subsample={self.subsample}")
@@ -221,12 +221,9 @@ class AttentionConfig:
     data: TokenDataConfig = field(default_factory=TokenDataConfig)
 
     def __post_init__(self):
-        if self.experiment != "attention":
-            raise ValueError(f"experiment must be 'attention', got {self.experiment!r}")
-        if self.model not in MODELS:
-            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        require_choice("experiment", self.experiment, ("attention",))
+        require_choice("model", self.model, MODELS)
+        require_choice("dtype", self.dtype, DTYPES)
         if self.d < 1 or self.seeds < 1 or self.epochs < 1 or self.batch_size < 0:
             raise ValueError(f"need d, seeds, epochs >= 1 and batch_size >= 0; got d={self.d}, seeds={self.seeds}, "
                              f"epochs={self.epochs}, batch_size={self.batch_size}")
@@ -461,8 +458,7 @@ class StageTwoConfig:
     data: TokenDataConfig = field(default_factory=lambda: TokenDataConfig(source="assumption1", n=16, T=6))
 
     def __post_init__(self):
-        if self.experiment != "attention-stage2":
-            raise ValueError(f"experiment must be 'attention-stage2', got {self.experiment!r}")
+        require_choice("experiment", self.experiment, ("attention-stage2",))
         if self.method not in ("gd", "ngd"):
             raise ValueError(f"method must be 'gd' or 'ngd', got {self.method!r}")
         if self.d < 1 or self.seeds < 1 or self.steps < 1 or not self.eta0 > 0:

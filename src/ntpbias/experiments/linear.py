@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .._tensor import resolve_device, to_numpy
+from ..config import require_choice
 from ..data.ntp import NTPData
 from ..data.synthetic import random_ntp, two_d_example
 from ..geometry.loss import cross_entropy, smoothness_bound
@@ -83,8 +84,7 @@ class LinearDataConfig:
     embedding: str = "onehot"
 
     def __post_init__(self):
-        if self.source not in DATA_SOURCES:
-            raise ValueError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {self.source!r}")
+        require_choice("data.source", self.source, DATA_SOURCES)
         if self.source == "file" and not self.path:
             raise ValueError("data.source = 'file' needs data.path")
         if self.source == "random" and not (1 <= self.support_size <= self.V and self.m >= 1 and self.d >= 1):
@@ -134,12 +134,10 @@ class LinearConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self):
-        if self.experiment != "linear":
-            raise ValueError(f"experiment must be 'linear', got {self.experiment!r}")
+        require_choice("experiment", self.experiment, ("linear",))
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        require_choice("dtype", self.dtype, DTYPES)
 
 
 # ------------------------------------------------------------------------------------------------ presets

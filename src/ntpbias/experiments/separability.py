@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
+from ..config import require_choice
 from ..data.ntp import NTPData
 from ..data.synthetic import random_ntp
 from ..geometry.separability import ntp_separability
@@ -88,16 +89,14 @@ class SeparabilityConfig:
     device: str = "cpu"
 
     def __post_init__(self):
-        if self.experiment != "separability":
-            raise ValueError(f"experiment must be 'separability', got {self.experiment!r}")
+        require_choice("experiment", self.experiment, ("separability",))
         if not (1 <= self.support_size < self.V):
             raise ValueError(f"need 1 <= support_size < V (some token out of every support), got support_size="
                              f"{self.support_size}, V={self.V}")
         if self.m < 2 or self.trials < 1 or self.scan < 0:
             raise ValueError(f"need m >= 2, trials >= 1, scan >= 0; got m={self.m}, trials={self.trials}, "
                              f"scan={self.scan}")
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        require_choice("method", self.method, METHODS)
         if self.dirichlet <= 0:
             raise ValueError(f"dirichlet must be > 0, got {self.dirichlet}")
 

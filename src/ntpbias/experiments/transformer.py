@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from .._tensor import resolve_device, to_numpy
+from ..config import require_choice
 from ..data.sentences import BUILTIN, NTPSamples, example2_inputs, generate_samples, generate_sentences
 from ..data.structure import DatasetStructure, analyze_structure, orthonormality_residual
 from ..errors import DataError
@@ -105,8 +106,7 @@ class TransformerDataConfig:
     allow_violations: bool = False
 
     def __post_init__(self):
-        if self.source not in DATA_SOURCES:
-            raise ValueError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {self.source!r}")
+        require_choice("data.source", self.source, DATA_SOURCES)
         if self.source == "file" and not self.path:
             raise ValueError("data.source = 'file' needs data.path (a sentences .txt file)")
         if self.V < 2 or self.L_max < 1 or self.r_max < 0:
@@ -171,14 +171,10 @@ class TransformerConfig:
     data: TransformerDataConfig = field(default_factory=TransformerDataConfig)
 
     def __post_init__(self):
-        if self.experiment != "transformer":
-            raise ValueError(f"experiment must be 'transformer', got {self.experiment!r}")
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
-        if self.embedding not in EMBEDDINGS:
-            raise ValueError(f"embedding must be one of {', '.join(EMBEDDINGS)}, got {self.embedding!r}")
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {', '.join(INITS)}, got {self.init!r}")
+        require_choice("experiment", self.experiment, ("transformer",))
+        require_choice("algorithm", self.algorithm, ALGORITHMS)
+        require_choice("embedding", self.embedding, EMBEDDINGS)
+        require_choice("init", self.init, INITS)
         if self.seeds < 1 or self.d < 0 or self.eta0 < 0 or self.eta < 0:
             raise ValueError("need seeds >= 1, d >= 0 (0 = |V|), eta0 >= 0 and eta >= 0 (0 = the paper's value)")
         if self.steps1 < 1 or self.steps2 < (1 if self.algorithm == "two-stage" else 0):

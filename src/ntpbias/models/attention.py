@@ -17,6 +17,7 @@ closed-form gradients of model (1) for the theory checks live in :mod:`ntpbias.g
 
 from __future__ import annotations
 
+import abc
 import math
 
 import torch
@@ -58,7 +59,7 @@ def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return nn.functional.softplus(-y * f).mean()
 
 
-class _ClsAttention(nn.Module):
+class _ClsAttention(nn.Module, abc.ABC):
     """Shared parameters (E, p, v), initialisation and readout of the cls-attention models."""
 
     def __init__(self, num_tokens: int, d: int, *, train_v: bool = False, seed: int = 0,
@@ -97,9 +98,9 @@ class _ClsAttention(nn.Module):
                 target.copy_(value)
         return self
 
+    @abc.abstractmethod
     def _scores(self, X: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Readout logits a (n, T) = p^T e_i and values u (n, T) = v^T e_i of the readout's inputs e_i."""
-        raise NotImplementedError
 
     def attention(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Readout attention q (n, T): softmax over real positions of the cls query p (0 at padding)."""

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..config import require_choice
+
 OPTIMIZERS = ("gd", "ngd", "adam", "adamw")
 NORMALIZATIONS = ("grad", "loss", "excess")
 
@@ -52,10 +54,8 @@ class OptimizerConfig:
     lr_decay: float = 0.1
 
     def __post_init__(self):
-        if self.name not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.name!r}; choose one of {', '.join(OPTIMIZERS)}")
-        if self.normalize not in NORMALIZATIONS:
-            raise ValueError(f"unknown normalization {self.normalize!r}; choose one of {', '.join(NORMALIZATIONS)}")
+        require_choice("optimizer", self.name, OPTIMIZERS)
+        require_choice("normalization", self.normalize, NORMALIZATIONS)
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
         if not all(0 <= b < 1 for b in self.betas):
