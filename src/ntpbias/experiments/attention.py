@@ -343,12 +343,12 @@ def pattern_checks(run: str, table: dict[str, np.ndarray], history: History, *,
         "spearman_p_abs_pd": "<E_s, p> increases with |PD(s)|: Spearman rank correlation",
     }
     out = [check_at_least(f"{run}: {k}", claims[k], worst[k], t, source) for k, t in thresholds.items()]
-    last = _final(history)
+    last = history.at()
     if min_accuracy > 0:
         out.append(check_at_least(f"{run}: training accuracy", "the model fits the training data (sign f = y)",
                                   min(last["class_accuracy"]), min_accuracy, source))
     out.append(check_at_most(f"{run}: loss decreased", "training lowers the loss below its initial value",
-                             max(last["loss"]), min(_first(history)["loss"]), source))
+                             max(last["loss"]), min(history.at(0)["loss"]), source))
     if "level" in table:
         ordered_v, ordered_p = True, True
         for seed in np.unique(table["seed"]).tolist():
@@ -363,17 +363,6 @@ def pattern_checks(run: str, table: dict[str, np.ndarray], history: History, *,
                          "(irrelevant lowest, then k = 1..K)", "ordered" if ordered_p else "not ordered",
                          "strictly increasing in k = 0..K", ordered_p, "Fig. 2 and eq. (16)"))
     return out
-
-
-def _final(history: History) -> dict[str, list[float]]:
-    last = max(r["step"] for r in history.rows)
-    rows = [r for r in history.rows if r["step"] == last]
-    return {k: [r[k] for r in rows] for k in rows[0] if k not in ("run", "step", "seed")}
-
-
-def _first(history: History) -> dict[str, list[float]]:
-    rows = [r for r in history.rows if r["step"] == 0]
-    return {k: [r[k] for r in rows] for k in rows[0] if k not in ("run", "step", "seed")}
 
 
 def classifier_section(out, fig_id: str, title: str, runs: list[tuple[str, str, History, dict]], *,
@@ -415,7 +404,7 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
     section.checks.extend(pattern_checks("train", table, history, thresholds=thresholds,
                                          min_accuracy=0.99 if not cfg.data.is_text else 0.0))
     write_run(out, config=cfg, rows=history.rows, section=section,
-              extra={"status": history.status, "final": _final(history), "correlations": correlations(table)})
+              extra={"status": history.status, "final": history.at(), "correlations": correlations(table)})
     return section
 
 
@@ -541,7 +530,7 @@ def theorem_gap_facts(cfg: StageTwoConfig, ds: TokenSequences) -> dict[str, str]
 def stage_two_checks(r: StageTwoRun, run: str) -> list[Check]:
     """Theorem 4.3, Lemmas 4.5 / C.1 and the flow's behaviour for one stage-2 training, on the worst seed."""
     cfg, h, ds = r.config, r.history, r.data.ds
-    last, first = _final(h), _first(h)
+    last, first = h.at(), h.at(0)
     src = "Thm 4.3 of paper 003"
     out: list[Check] = []
     if h.status != "completed":
@@ -607,7 +596,7 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> Section:
                  p_hat=None if r.references is None or not all(x.feasible for x in r.references)
                  else torch.stack([x.p_hat for x in r.references]))
     write_run(out, config=cfg, rows=r.history.rows, section=section,
-              extra={"status": r.history.status, "final": _final(r.history)})
+              extra={"status": r.history.status, "final": r.history.at()})
     raise_if_failed(r.history)
     return section
 
@@ -847,7 +836,7 @@ def _stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, 
 
 
 def _stage_two_row(run: str, r: StageTwoRun) -> tuple:
-    last = _final(r.history)
+    last = r.history.at()
     worst = {k: (max if k == "loss_above_floor" else min)(last[k]) if k in last else float("nan")
              for k in ("p_norm", "cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor")}
     return (run, r.history.step, *worst.values())

@@ -33,7 +33,6 @@ from .attention import (
     AttentionConfig,
     TokenData,
     TokenDataConfig,
-    _final,
     classifier_section,
     correlations,
     pattern_checks,
@@ -127,7 +126,7 @@ def run_group(ctx: RunContext) -> Section:
             section.checks.extend(pattern_checks(run, table, history, thresholds=REAL_THRESHOLDS[model],
                                                  min_accuracy=0.0, source=SOURCE[model]))
             corr = next(iter(correlations(table).values()))
-            losses[run] = max(_final(history)["loss"])
+            losses[run] = max(history.at()["loss"])
             section.facts[f"{run}: final loss"] = losses[run]
             section.facts[f"{run}: Spearman(<E_s, p>, log count)"] = corr["spearman_p_log_count"]
             panels[model].append((run, f"{name}, {model.replace('_', '-')} model", history, table))

@@ -136,6 +136,10 @@ def write_run(out: Path, *, config: Any, rows: list[dict], section: Section, ext
         toml_text, config_record = to_toml(config), to_dict(config)
     write_text(out / "config.toml", toml_text)
     write_text(out / "metrics.csv", metrics_csv(rows))
+    extra = dict(extra or {})
+    if isinstance(extra.get("final"), dict):  # per-seed final values: add their mean and spread
+        extra["final_summary"] = {k: _spread(v) for k, v in extra["final"].items()
+                                  if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)}
     summary = {
         "ntpbias_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -144,7 +148,7 @@ def write_run(out: Path, *, config: Any, rows: list[dict], section: Section, ext
         "sections": [section.as_dict()],
         "checks": [c.as_dict() for c in section.checks],
         "passed": section.passed,
-        **(extra or {}),
+        **extra,
     }
     write_json(out / "summary.json", summary)
     render(out, [section], title=section.title, command=command)
@@ -171,6 +175,15 @@ def raise_if_failed(history) -> None:
         raise TrainingDivergedError(history.message)
     if history.status == "interrupted":
         raise KeyboardInterrupt
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    """Mean, standard deviation, min and max over seeds."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    return {"mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()), "max": float(a.max()),
+            "seeds": int(a.size)}
 
 
 def config_toml(configs: dict[str, Any]) -> str:

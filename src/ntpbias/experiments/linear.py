@@ -203,7 +203,7 @@ def train_run(cfg: LinearConfig, data: NTPData, ref: LinearReference, ctx: RunCo
 
 def run_checks(run: str, cfg: LinearConfig, history: History, data: NTPData, ref: LinearReference) -> list[Check]:
     """Theory checks of one training run (spec §12 C-D), evaluated on the worst seed."""
-    last = _final(history)
+    last = history.at()
     out: list[Check] = []
     name = cfg.optimizer.name
     src_lemma2, src_thm2 = "Lemma 2 of paper A; spec 12.11-12", "Thm 2 of paper A; spec 12.13"
@@ -272,13 +272,6 @@ def _per_seed(history: History, metric: str) -> list[np.ndarray]:
     return [np.array([r[metric] for r in history.rows if r["seed"] == s]) for s in seeds]
 
 
-def _final(history: History) -> dict[str, list[float]]:
-    """Metric name -> values at the last logged step, one per seed."""
-    last = max(r["step"] for r in history.rows)
-    rows = [r for r in history.rows if r["step"] == last]
-    return {k: [r[k] for r in rows] for k in rows[0] if k not in ("run", "step", "seed")}
-
-
 def _prepare(cfg: LinearConfig, ctx: RunContext) -> LinearConfig:
     """Apply the invocation's seeds/device to a preset config."""
     resolve_device(ctx.device)
@@ -310,7 +303,7 @@ def train_linear(cfg: LinearConfig, ctx: RunContext) -> Section:
         section.notes.append(history.message)
     save_arrays(out / "geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm, W_final=history.params["W"])
     write_run(out, config=cfg, rows=history.rows, section=section,
-              extra={"status": history.status, "message": history.message, "final": _final(history)})
+              extra={"status": history.status, "message": history.message, "final": history.at()})
     raise_if_failed(history)
     return section
 
@@ -385,7 +378,7 @@ def run_group(ctx: RunContext) -> Section:
             rows += history.rows
             section.seconds += history.seconds
             section.checks.extend(run_checks(run, cfg, history, data, ref))
-            finals[run] = _final(history)
+            finals[run] = history.at()
         if "fig5-ngd" in finals:
             section.checks.extend(_optimizer_comparison(finals))
         if ctx.wants("linear-fig4"):
@@ -445,7 +438,7 @@ def _two_d_checks(data: NTPData, ref: LinearReference) -> list[Check]:
 
 
 def _two_d_training_checks(history: History) -> list[Check]:
-    last = _final(history)
+    last = history.at()
     return [
         check_at_least("2d-gd: alignment", "cos(W_k, W^mm) -> 1 on the 2D example", min(last["cos_mm"]), 0.9,
                        "Fig. 1 of paper A"),

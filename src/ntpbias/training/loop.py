@@ -94,11 +94,11 @@ class History:
     message: str = ""
     max_loss_increase: list[float] = field(default_factory=list)  # per run: max_k L(W_{k+1}) - L(W_k)
 
-    def columns(self) -> list[str]:
-        cols: list[str] = []
-        for row in self.rows:
-            cols.extend(k for k in row if k not in cols)
-        return cols
+    def at(self, step: int | None = None) -> dict[str, list[float]]:
+        """Metric name -> values (one per seed, in seed order) at a logged ``step`` (default: the last one)."""
+        step = max(r["step"] for r in self.rows) if step is None else step
+        rows = sorted((r for r in self.rows if r["step"] == step), key=lambda r: r["seed"])
+        return {k: [r[k] for r in rows] for k in rows[0] if k not in ("run", "step", "seed")} if rows else {}
 
     def series(self, name: str, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of one metric, for one seed or stacked (n_steps, n_seeds) for all."""
