@@ -59,6 +59,8 @@ def test_train_preset_writes_a_rerunnable_config(tmp_path, capsys):
     assert cfg["train"]["steps"] == 150 and cfg["data"]["m"] == 10 and cfg["experiment"] == "linear"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["checks"]
+    spread = summary["final_summary"]["loss_gap"]
+    assert spread["seeds"] == 1 and spread["mean"] == summary["final"]["loss_gap"][0] and spread["std"] == 0
     first = read_metrics_csv(out / "metrics.csv")
     # re-running the saved config reproduces the metrics exactly
     code, _, _ = run_main(["train", out / "config.toml", "--out", tmp_path / "again", "--quiet"], capsys)
