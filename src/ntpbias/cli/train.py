@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import click
@@ -36,25 +35,16 @@ def train(config, preset, scale, overrides, out, resume, as_json, quiet):
       ntpbias train runs/gd/config.toml --set train.steps=100000 --out runs/gd-long
       ntpbias train --preset linear-fig4-gd --set seeds=8 --out runs/gd8     # 8 seeds, batched
     """
-    from ..config import apply_overrides, load_toml
+    from ..config import apply_overrides
     from ..experiments import TRAINERS, RunContext
-    from ..experiments.base import get_preset
+    from ..experiments.base import get_preset, load_run_config
 
     if (config is None) == (preset is None):
         raise ConfigError("give exactly one of CONFIG.toml or --preset NAME")
     if preset is not None:
         cfg = get_preset(preset).make(scale)
     else:
-        path = Path(config)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such config file")
-        try:
-            kind = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment")
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-        if kind not in TRAINERS:
-            raise ConfigError(f"{path}: set `experiment` to one of {', '.join(TRAINERS)} (found {kind!r})")
-        cfg = load_toml(TRAINERS[kind][0], path)
+        cfg = load_run_config(config)
     cfg = apply_overrides(cfg, list(overrides))
     console = _console(quiet)
     ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, device=cfg.device,

@@ -101,6 +101,24 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
+def load_run_config(path: str | Path):
+    """A saved or hand-written run config of any paper: its ``experiment`` key picks the config class."""
+    import tomllib
+
+    from ..config import load_toml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        kind = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment")
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    if kind not in TRAINERS:
+        raise ConfigError(f"{path}: set `experiment` to one of {', '.join(TRAINERS)} (found {kind!r})")
+    return load_toml(TRAINERS[kind][0], path)
+
+
 def resolve_ids(ids: list[str]) -> dict[str, tuple[str, ...] | None]:
     """Map reproduce IDs (groups, figure IDs, or ``all``) to {group id: figure subset or None for all}."""
     if not ids or "all" in ids:

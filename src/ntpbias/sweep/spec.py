@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import _coerce, _field_types, apply_overrides, from_dict, load_toml, to_toml
+from ..config import _coerce, _field_types, apply_overrides, from_dict, to_toml
 from ..errors import ConfigError
 from .executors import ExecutorConfig
 
@@ -221,7 +221,7 @@ def _only(table: dict, keys: tuple[str, ...], where: str) -> None:
 
 def _base(table: dict, root: Path):
     from ..experiments import TRAINERS
-    from ..experiments.base import SCALES, get_preset
+    from ..experiments.base import SCALES, get_preset, load_run_config
 
     _only(table, ("preset", "scale", "config", "set"), "[base]")
     preset, config = table.get("preset"), table.get("config")
@@ -234,16 +234,11 @@ def _base(table: dict, root: Path):
         base, label = get_preset(preset).make(scale), f"preset {preset} ({scale})"
     else:
         cpath = Path(config) if Path(config).is_absolute() else root / config
-        if not cpath.is_file():
-            raise ConfigError(f"[base] config {config!r}: no such file ({cpath})")
         try:
-            kind = tomllib.loads(cpath.read_text(encoding="utf-8")).get("experiment")
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"[base] config {cpath}: not valid TOML ({exc})") from None
-        if kind not in TRAINERS:
-            raise ConfigError(f"[base] config {cpath}: set `experiment` to one of {', '.join(TRAINERS)} "
-                              f"(found {kind!r})")
-        base, label = load_toml(TRAINERS[kind][0], cpath), f"config {config}"
+            base = load_run_config(cpath)
+        except ConfigError as exc:
+            raise ConfigError(f"[base] config {config!r}: {exc}") from None
+        label = f"config {config}"
     if not hasattr(base, "experiment") or base.experiment not in TRAINERS:
         raise ConfigError(f"[base] {label}: its config has no trainer (experiment = "
                           f"{getattr(base, 'experiment', None)!r})")
