@@ -10,7 +10,7 @@ import pytest
 
 from ntpbias.cli import main
 from ntpbias.report.attention import read_token_table
-from ntpbias.report.rows import read_metrics_csv
+from ntpbias.results import read_metrics_csv
 
 
 def run_main(args, capsys):

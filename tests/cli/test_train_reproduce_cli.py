@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from ntpbias.cli import main
-from ntpbias.report.rows import read_metrics_csv
+from ntpbias.results import read_metrics_csv
 
 
 def run_main(args, capsys):

@@ -13,7 +13,7 @@ import pytest
 from ntpbias.cli import main
 from ntpbias.experiments import transformer as ex
 from ntpbias.experiments.base import RunContext
-from ntpbias.report.rows import read_metrics_csv
+from ntpbias.results import read_metrics_csv
 
 CHECK_KEYS = {"name", "claim", "measured", "threshold", "passed"}
 

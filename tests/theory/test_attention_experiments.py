@@ -86,7 +86,7 @@ def test_stage_two_on_data_violating_assumption_1_runs_the_general_checks(tmp_pa
     assert "violates Assumption 1" in r.assumption1 and r.references is None and r.relevant is None
     names = {c.name for c in stage_two_checks(r, "kl")}
     assert names == {"kl: ||p_t|| grows", "kl: own max-margin direction"}
-    assert set(r.history.rows[-1]) == {"step", "seed", "run", "loss", "grad_norm", "p_norm"}
+    assert r.history.run == "kl" and r.history.names == ["loss", "grad_norm", "p_norm"]
 
 
 # ------------------------------------------------------------------------------------------ Lemma 4.1
@@ -139,7 +139,7 @@ def test_figure2_pattern_at_ci_size_for_both_models(ci_runs):
                                 min_accuracy=0.95)
         core = [c for c in checks if "level means" not in c.name]
         assert len(core) == 4 and all(c.passed for c in core), [c for c in core if not c.passed]
-    assert h2.rows[-1]["loss"] < h1.rows[-1]["loss"]  # model (17) fits better
+    assert h2.last("loss")[-1] < h1.last("loss")[-1]  # model (17) fits better
     # the per-token table against the data's own statistics
     st = token_statistics(data.ds)
     ids = t1["token_id"]

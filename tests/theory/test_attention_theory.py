@@ -206,9 +206,9 @@ def test_n7_plain_gd_diverges_with_monotone_loss():
     st = ga.stage_one(ds, d=A1_D, eta0=A1_ETA0, seed=0)
     history = train_stage_two(st, ds, method="gd", lr=1.0, steps=10_000, log_points=0, log_every=1)
     assert max(history.max_loss_increase) <= 1e-15  # non-increasing at every step
-    steps, norm = history.series("p_norm", seed=0)
+    steps, norm = history.steps, history.seed_column("p_norm", 0)
     assert steps.tolist() == list(range(10_001))
-    loss, grad_norm = history.series("loss", seed=0)[1], history.series("grad_norm", seed=0)[1]
+    loss, grad_norm = history.seed_column("loss", 0), history.seed_column("grad_norm", 0)
     assert np.all(np.diff(loss) <= 1e-15)  # the logged losses agree
     assert int((norm[1:] < norm[:-1]).sum()) <= 3  # increasing after a short transient
     assert float(norm[-1]) > 10 * float(norm[0])
@@ -226,7 +226,7 @@ def test_n7_plain_gd_diverges_with_monotone_loss():
 def test_n8_selection_and_max_margin_direction(a1_runs):
     for ds, st, p, history in a1_runs:
         assert history.status == "completed"
-        assert history.rows[-1]["grad_norm"] < 1e-200  # the gradient reached the floor: the iterate froze
+        assert history.last("grad_norm").max() < 1e-200  # the gradient reached the floor: the iterate froze
         sel = ga.important_selection(st.E1, p, ds)
         assert sel.all_relevant_selected and sel.all_only_relevant and sel.covers_important
         imp = ga.important_svm(st.E1, ds)
@@ -237,7 +237,7 @@ def test_n8_selection_and_max_margin_direction(a1_runs):
         assert dc.cosine == pytest.approx(cos, abs=1e-12)  # its own selection is the important-only one
         assert dc.normalized_margin == pytest.approx(imp.margin, rel=0.01)
         assert dc.normalized_margin <= imp.margin + 1e-12
-        assert history.rows[-1]["loss"] == pytest.approx(ga.selection_loss_floor(st.E1, st.v, ds), rel=1e-9)
+        assert history.last("loss")[-1] == pytest.approx(ga.selection_loss_floor(st.E1, st.v, ds), rel=1e-9)
 
 
 def test_directional_convergence_can_fail(a1_runs):

@@ -24,8 +24,7 @@ def _train(instance, opt, steps, seeds=(0,)):
 
 
 def _series(h, name, seed=0):
-    rows = [r for r in h.rows if r["seed"] == seed]
-    return np.array([r["step"] for r in rows]), np.array([r[name] for r in rows])
+    return h.steps, h.seed_column(name, seed)
 
 
 def test_gd_with_step_below_one_over_2L_decreases_the_loss_at_every_step(instance):

@@ -21,8 +21,7 @@ EVERY_STEP = TrainConfig(steps=900, log_points=0, log_every=1)
 
 
 def _series(history, metric):
-    return (np.array([r["step"] for r in history.rows], dtype=float),
-            np.array([r[metric] for r in history.rows], dtype=float))
+    return history.steps.astype(float), history[metric][:, 0]
 
 
 @pytest.fixture(scope="module")

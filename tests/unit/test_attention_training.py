@@ -251,7 +251,7 @@ def test_resume_after_an_interrupt_mid_epoch_equals_the_uninterrupted_run(tmp_pa
     assert resumed.status == "completed" and resumed.step == 5 * spe
     for name in full.params:
         assert torch.equal(full.params[name], resumed.params[name]), name
-    assert resumed.rows == full.rows
+    assert resumed.rows() == full.rows()
 
 
 def test_classifier_problem_rejects_bad_settings():

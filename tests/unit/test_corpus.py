@@ -260,7 +260,7 @@ def test_sharded_wordpiece_vocabulary_order_and_errors(tmp_path):
 
 
 def test_sharded_counting_through_an_executor(tmp_path):
-    from ntpbias.sweep import map_values
+    from ntpbias.parallel import map_values
 
     folder = _folder(tmp_path, seed=4)
     config = CorpusConfig(max_context=3, max_tokens=400)

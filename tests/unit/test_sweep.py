@@ -11,7 +11,8 @@ import pytest
 from ntpbias.data.ntp import NTPData
 from ntpbias.errors import ConfigError, DataError, SolverError
 from ntpbias.experiments import separability as sepmod
-from ntpbias.sweep import ExecutorConfig, aggregate, load_sweep, map_tasks, map_values, read_results, run_sweep
+from ntpbias.parallel import ExecutorConfig, map_tasks, map_values
+from ntpbias.sweep import aggregate, load_sweep, read_results, run_sweep
 
 # a cheap real trainer: one-hot binary separability, 6 datasets of m = 8 contexts per cell
 SWEEP = """

@@ -137,11 +137,10 @@ def test_batched_seeds_equal_sequential_runs(small, tmp_path):
     batched = _run(small, tmp_path / "b", seeds=(0, 1, 2))
     for s in (0, 1, 2):
         alone = _run(small, tmp_path / f"s{s}", seeds=(s,))
-        rows_b = [r for r in batched.rows if r["seed"] == s]
-        assert len(rows_b) == len(alone.rows)
-        for rb, ra in zip(rows_b, alone.rows, strict=True):
-            for k in ra:
-                assert rb[k] == pytest.approx(ra[k], rel=1e-10, abs=1e-13), k
+        assert np.array_equal(batched.steps, alone.steps) and alone.seeds == (s,)
+        assert batched.names == alone.names
+        for k in alone.names:
+            np.testing.assert_allclose(batched.seed_column(k, s), alone[k][:, 0], rtol=1e-10, atol=1e-13, err_msg=k)
 
 
 class _InterruptAt(LinearNTPProblem):
@@ -167,7 +166,7 @@ def test_resume_equals_uninterrupted(small, tmp_path):
                       checkpoint_dir=tmp_path / "p").run(resume=True)
     assert resumed.status == "completed"
     assert torch.equal(resumed.params["W"], full.params["W"])
-    assert resumed.rows == full.rows
+    assert resumed.rows() == full.rows()
     assert resumed.max_loss_increase == full.max_loss_increase
 
 
@@ -187,8 +186,8 @@ def test_resume_with_sgd_sampling_is_exact(small, tmp_path):
 def test_divergence_is_reported_and_metrics_kept(small, tmp_path):
     h = _run(small, tmp_path, steps=2000, opt=OptimizerConfig(name="gd", lr=1e308))
     assert h.status == "diverged"
-    assert "non-finite" in h.message and h.rows and h.step < 2000
-    assert all(math.isfinite(r["loss"]) or r["step"] > 0 for r in h.rows)
+    assert "non-finite" in h.message and len(h.steps) and h.step < 2000
+    assert np.isfinite(h["loss"][0]).all() and h.steps[0] == 0
 
 
 def test_deferred_nonfinite_check_reports_the_exact_step_and_drops_later_rows(small, tmp_path):
@@ -204,7 +203,7 @@ def test_deferred_nonfinite_check_reports_the_exact_step_and_drops_later_rows(sm
     h = Trainer(NaNFrom(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=200, log_points=0, log_every=5),
                 seeds=[0], nonfinite_check_every=50).run()
     assert h.status == "diverged" and "at step 37" in h.message
-    assert max(r["step"] for r in h.rows) == 35  # rows after the first bad step are dropped
+    assert h.steps[-1] == 35  # rows after the first bad step are dropped
 
 
 def test_keyboard_interrupt_writes_a_checkpoint(small, tmp_path):

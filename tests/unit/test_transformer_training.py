@@ -221,9 +221,8 @@ def test_lecun_init_is_seeded_per_run(random_task):
 
 
 # ---------------------------------------------------------------------------------------------- resume
-def _arrays(rows):
-    keys = sorted({k for r in rows for k in r if k != "run"})
-    return {k: np.array([r.get(k, np.nan) for r in rows], dtype=float) for k in keys}, [r["run"] for r in rows]
+def _arrays(histories):
+    return {(h.run, k): h[k] for h in histories for k in h.names}, [h.run for h in histories]
 
 
 def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
@@ -245,7 +244,7 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
     resumed = train_two_stage(task, checkpoint_dir=tmp_path, resume=True, **kw)
     assert resumed.status == "completed"
     assert torch.equal(resumed.W_kq, full.W_kq) and torch.equal(resumed.W_ov, full.W_ov)
-    (a, runs_a), (b, runs_b) = _arrays(full.rows), _arrays(resumed.rows)
+    (a, runs_a), (b, runs_b) = _arrays(full.histories), _arrays(resumed.histories)
     assert runs_a == runs_b and a.keys() == b.keys()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)

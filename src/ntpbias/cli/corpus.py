@@ -78,7 +78,7 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
     console = _console(quiet)
     source = text[0] if len(text) == 1 else list(text)
     if executor or scheduler:
-        from ..sweep import ExecutorConfig, map_values
+        from ..parallel import ExecutorConfig, map_values
 
         exe = ExecutorConfig(kind=executor or "dask", workers=workers, scheduler=scheduler)
         with console.status(f"counting in shards on {exe.describe()}"):

@@ -51,8 +51,8 @@ def reproduce(ids, out, scale, seeds, device, resume, executor, workers, schedul
     from ..experiments import GROUPS, RunContext
     from ..experiments.base import resolve_ids
     from ..io import ensure_dir, write_json
+    from ..parallel import ExecutorConfig
     from ..report.html import render
-    from ..sweep.executors import ExecutorConfig
 
     resolve_device(device)
     if yelp and not Path(yelp).is_file():

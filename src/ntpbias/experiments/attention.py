@@ -39,8 +39,8 @@ from ..errors import ConfigError, DataError
 from ..geometry import attention as ga
 from ..io import ensure_dir, write_text
 from ..report import attention as figs
-from ..report.document import Check, Section, Table, check_at_least, check_at_most
 from ..report.figures import save
+from ..results import Check, Section, Table, check_at_least, check_at_most
 from ..training.attention import (
     MODELS,
     ClassifierProblem,
@@ -256,9 +256,8 @@ def train_classifier(cfg: AttentionConfig, data: TokenData, ctx: RunContext, run
     trainer = Trainer(problem, optimizer, train, seeds=[cfg.seed + b for b in range(cfg.seeds)],
                       checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)
     history = trainer.run(resume=ctx.resume)
-    for row in history.rows:
-        row["run"] = run
-        row["epoch"] = row["step"] / spe
+    history.run = run
+    history.columns["epoch"] = np.repeat(history.steps[:, None] / spe, len(history.seeds), axis=1)
     return history, problem
 
 
@@ -269,7 +268,7 @@ def token_table(data: TokenData, problem: ClassifierProblem, history: History) -
     present = to_numpy(stats.present)
     ids = np.nonzero(present)[0]
     scores = problem.scores(history.params)
-    seeds = sorted({r["seed"] for r in history.rows})
+    seeds = sorted({r["seed"] for r in history.rows()})
     vocab = data.ds.vocab or tuple(str(i) for i in range(data.ds.num_tokens))
     per_seed = {
         "seed": np.repeat(seeds, len(ids)),
@@ -389,7 +388,7 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
     section.seconds = history.seconds
     if history.status != "completed":
         section.notes.append(history.message)
-        write_run(out, config=cfg, rows=history.rows, section=section, extra={"status": history.status})
+        write_run(out, config=cfg, rows=history.rows(), section=section, extra={"status": history.status})
         raise_if_failed(history)
     table = token_table(data, problem, history)
     color = "level" if data.level is not None else "count"
@@ -398,12 +397,12 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
         [("train", data.description, history, table)], color_by=color,
         caption="Each point is a token s: <E_s, p> (left) and <E_s, v> (right) against PD(s) (eq. (18)). "
                 "Per-token values: tokens-train.csv."))
-    section.figures.append(save(figs.training_curves(history.rows, ["train"]), out, "training", "Training",
+    section.figures.append(save(figs.training_curves(history.rows(), ["train"]), out, "training", "Training",
                                 "Loss and accuracy on the whole data, and the two correlations, per epoch."))
     thresholds = SYNTHETIC_THRESHOLDS if not cfg.data.is_text else REAL_THRESHOLDS[cfg.model]
     section.checks.extend(pattern_checks("train", table, history, thresholds=thresholds,
                                          min_accuracy=0.99 if not cfg.data.is_text else 0.0))
-    write_run(out, config=cfg, rows=history.rows, section=section,
+    write_run(out, config=cfg, rows=history.rows(), section=section,
               extra={"status": history.status, "final": history.at(), "correlations": correlations(table)})
     return section
 
@@ -499,8 +498,7 @@ def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenDat
                       TrainConfig(steps=cfg.steps, log_points=cfg.log_points), seeds=seeds,
                       checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)
     history = trainer.run(resume=ctx.resume)
-    for row in history.rows:
-        row["run"] = run
+    history.run = run
     own = [ga.directional_convergence(st.E1, p, data.ds, solver=cfg.solver)
            for st, p in zip(stages, history.params["p"], strict=True)]
     return StageTwoRun(cfg, data, stages, history, refs, relevant, why, own)
@@ -508,7 +506,7 @@ def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenDat
 
 def selection_table(r: StageTwoRun, run: str) -> Table:
     """Per run: the final selection S_X(p_T) and the max-margin problem (12) for it (status, size, certificate)."""
-    seeds = sorted({row["seed"] for row in r.history.rows})
+    seeds = sorted({row["seed"] for row in r.history.rows()})
     rows = []
     for seed, o in zip(seeds, r.own, strict=True):
         svm = o.svm
@@ -584,7 +582,7 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> Section:
     if r.assumption1:
         section.notes.append(f"the data violate Assumption 1 ({r.assumption1}); only the checks that do not need "
                              "it are run")
-    section.figures.append(save(figs.stage_two_figure(r.history.rows, {"train": cfg.method}), out, "stage2",
+    section.figures.append(save(figs.stage_two_figure(r.history.rows(), {"train": cfg.method}), out, "stage2",
                                 "Stage 2", "cos with the max-margin direction, selection accuracy, ||p_t|| and "
                                 "the loss above its floor."))
     if r.history.status == "completed":
@@ -595,7 +593,7 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> Section:
     save_arrays(out / "stage2.npz", p_final=r.history.params["p"],
                  p_hat=None if r.references is None or not all(x.feasible for x in r.references)
                  else torch.stack([x.p_hat for x in r.references]))
-    write_run(out, config=cfg, rows=r.history.rows, section=section,
+    write_run(out, config=cfg, rows=r.history.rows(), section=section,
               extra={"status": r.history.status, "final": r.history.at()})
     raise_if_failed(r.history)
     return section
@@ -753,7 +751,7 @@ def run_group(ctx: RunContext) -> Section:
                               reference="one_irrelevant" if run == "stage2-lemma44" else "important")
             raise_if_failed(r.history)
             results[run] = r
-            rows += r.history.rows
+            rows += r.history.rows()
             section.seconds += r.history.seconds
             section.checks.extend(stage_two_checks(r, run))
         ngd = results["stage2-ngd"]
@@ -789,7 +787,7 @@ def run_group(ctx: RunContext) -> Section:
         ctx.say("Figure 2: one-layer model on K-level data")
         history, problem = train_classifier(cfg, data, ctx, "fig2")
         raise_if_failed(history)
-        rows += history.rows
+        rows += history.rows()
         section.seconds += history.seconds
         table = token_table(data, problem, history)
         section.checks.extend(pattern_checks("fig2", table, history))

@@ -25,8 +25,8 @@ from .._tensor import resolve_device
 from ..data.text import PreprocessConfig
 from ..io import ensure_dir
 from ..report import attention as figs
-from ..report.document import Section, Table, check_at_most
 from ..report.figures import save
+from ..results import Section, Table, check_at_most
 from ..training.optimizers import OptimizerConfig
 from .attention import (
     REAL_THRESHOLDS,
@@ -120,7 +120,7 @@ def run_group(ctx: RunContext) -> Section:
             ctx.say(f"{name}: training the {model.replace('_', '-')} model")
             history, problem = train_classifier(cfg, data, ctx, run)
             raise_if_failed(history)
-            rows += history.rows
+            rows += history.rows()
             section.seconds += history.seconds
             table = token_table(data, problem, history)
             section.checks.extend(pattern_checks(run, table, history, thresholds=REAL_THRESHOLDS[model],

@@ -21,9 +21,8 @@ from .. import __version__
 from ..config import to_dict, to_toml
 from ..errors import ConfigError
 from ..io import write_json, write_text
-from ..report.document import Section
-from ..report.rows import metrics_csv
-from ..sweep.executors import ExecutorConfig
+from ..parallel import ExecutorConfig
+from ..results import Section, metrics_csv
 
 #: smoke: seconds, to check an installation or a pipeline (theory checks are not expected to pass);
 #: quick: minutes on a laptop CPU, the checks pass; paper: the papers' sizes.

@@ -36,8 +36,8 @@ from ..geometry.svm import ntp_svm
 from ..io import ensure_dir
 from ..metrics import cosine
 from ..report import linear as figs
-from ..report.document import Check, Section, Table, check_at_least, check_at_most
 from ..report.figures import new_figure, save
+from ..results import Check, Section, Table, check_at_least, check_at_most
 from ..training.linear import LinearNTPProblem, LinearReference
 from ..training.loop import History, TrainConfig, Trainer
 from ..training.optimizers import Optimizer, OptimizerConfig
@@ -196,8 +196,7 @@ def train_run(cfg: LinearConfig, data: NTPData, ref: LinearReference, ctx: RunCo
     trainer = Trainer(problem, optimizer, cfg.train, seeds=seeds, checkpoint_dir=ctx.out / "checkpoints" / run,
                       progress=ctx.progress, description=run)
     history = trainer.run(resume=ctx.resume)
-    for row in history.rows:
-        row["run"] = run
+    history.run = run
     return history
 
 
@@ -263,13 +262,13 @@ def _invariant_checks(run: str, cfg: LinearConfig, history: History, data: NTPDa
 
 
 def _steps(history: History) -> np.ndarray:
-    return np.array(sorted({r["step"] for r in history.rows}))
+    return np.array(sorted({r["step"] for r in history.rows()}))
 
 
 def _per_seed(history: History, metric: str) -> list[np.ndarray]:
     """One array over logged steps per seed."""
-    seeds = sorted({r["seed"] for r in history.rows})
-    return [np.array([r[metric] for r in history.rows if r["seed"] == s]) for s in seeds]
+    seeds = sorted({r["seed"] for r in history.rows()})
+    return [np.array([r[metric] for r in history.rows() if r["seed"] == s]) for s in seeds]
 
 
 def _prepare(cfg: LinearConfig, ctx: RunContext) -> LinearConfig:
@@ -293,7 +292,7 @@ def train_linear(cfg: LinearConfig, ctx: RunContext) -> Section:
     history = train_run(cfg, data, ref, ctx, "train")
     section = Section("train", f"Linear NTP: {cfg.optimizer.name} on {cfg.data.source} data", facts=facts,
                       seconds=history.seconds)
-    section.figures.append(save(figs.training_figure(history.rows, "train", entropy=data.entropy), out,
+    section.figures.append(save(figs.training_figure(history.rows(), "train", entropy=data.entropy), out,
                                 "training", "Training dynamics",
                                 "CE against the entropy floor, parameter norm, correlation with W^mm, and the "
                                 "F-component's distance to W*."))
@@ -302,7 +301,7 @@ def train_linear(cfg: LinearConfig, ctx: RunContext) -> Section:
     else:
         section.notes.append(history.message)
     save_arrays(out / "geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm, W_final=history.params["W"])
-    write_run(out, config=cfg, rows=history.rows, section=section,
+    write_run(out, config=cfg, rows=history.rows(), section=section,
               extra={"status": history.status, "message": history.message, "final": history.at()})
     raise_if_failed(history)
     return section
@@ -346,7 +345,7 @@ def run_group(ctx: RunContext) -> Section:
             configs["2d-gd"] = cfg
             ctx.say("2D example: GD")
             history = train_run(cfg, data, ref, ctx, "2d-gd")
-            rows += history.rows
+            rows += history.rows()
             section.checks.extend(_two_d_training_checks(history))
             section.seconds += history.seconds
             section.figures.append(_figure1(out, rows, data, ref))
@@ -375,7 +374,7 @@ def run_group(ctx: RunContext) -> Section:
             ctx.say(f"training {run}")
             history = train_run(cfg, data, ref, ctx, run)
             raise_if_failed(history)
-            rows += history.rows
+            rows += history.rows()
             section.seconds += history.seconds
             section.checks.extend(run_checks(run, cfg, history, data, ref))
             finals[run] = history.at()

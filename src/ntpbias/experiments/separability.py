@@ -50,10 +50,10 @@ from ..data.synthetic import random_ntp
 from ..geometry.separability import ntp_separability
 from ..geometry.subspace import subspace
 from ..io import ensure_dir, write_text
+from ..parallel import ExecutorConfig, map_tasks
 from ..report import separability as figs
-from ..report.document import Check, Section, Table, check_at_least
 from ..report.separability import counting_bound, cover_cdf, dkw_bound, fraction_curve, median_ci, wilson
-from ..sweep.executors import ExecutorConfig, map_tasks
+from ..results import Check, Section, Table, check_at_least
 from .base import Group, Preset, RunContext, register_group, register_preset, register_trainer, write_run
 
 METHODS = ("lp", "auto", "dual")

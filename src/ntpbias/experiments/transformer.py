@@ -39,10 +39,10 @@ from ..errors import DataError
 from ..geometry import transformer as th
 from ..io import ensure_dir, write_json, write_text
 from ..models.transformer import EMBEDDINGS, token_embeddings
+from ..parallel import map_values
 from ..report import transformer as figs
-from ..report.document import Check, Section, Table, check_at_least, check_at_most
 from ..report.figures import save
-from ..sweep.executors import map_values
+from ..results import Check, Section, Table, check_at_least, check_at_most
 from ..training.init import INITS
 from ..training.loop import History, TrainConfig
 from ..training.transformer import (
@@ -230,7 +230,7 @@ class SeedRun:
 
     @property
     def rows(self) -> list[dict]:
-        return [r for h in self.histories for r in h.rows]
+        return [r for h in self.histories for r in h.rows()]
 
     @property
     def seconds(self) -> float:
@@ -388,8 +388,8 @@ def bound_curves(prefix: str, runs: list[SeedRun], consts: list[dict]) -> dict:
 # ------------------------------------------------------------------------------------------------ checks
 def _series(history: History, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of a one-run history."""
-    steps = np.array([r["step"] for r in history.rows], dtype=float)
-    return steps, np.array([r.get(metric, np.nan) for r in history.rows], dtype=float)
+    steps = np.array([r["step"] for r in history.rows()], dtype=float)
+    return steps, np.array([r.get(metric, np.nan) for r in history.rows()], dtype=float)
 
 
 def _at(history: History, metric: str, step: int) -> float:
@@ -620,7 +620,7 @@ def theory_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         for h in r.histories:
             steps, g = _series(h, "grad_norm")
             if (g == 0).any():
-                notes.append(f"{label}, seed {r.seed}, {h.rows[0]['run']}: the gradient vanished at step "
+                notes.append(f"{label}, seed {r.seed}, {h.rows()[0]['run']}: the gradient vanished at step "
                              f"{int(steps[g == 0][0])} (no sample with two distinct tokens, or attention underflow); "
                              "the iterate stopped there")
     return checks, notes

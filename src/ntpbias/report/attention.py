@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..results import series
 from .figures import band, new_figure
-from .rows import series
 
 TEXT_COLUMNS = ("token",)
 INT_COLUMNS = ("seed", "token_id", "count", "level", "polarity")

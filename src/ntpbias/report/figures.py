@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..io import atomic_path, ensure_dir  # noqa: E402
-from .document import Figure  # noqa: E402
+from ..results import Figure  # noqa: E402
 
 STYLE = {
     "figure.dpi": 110,

@@ -11,7 +11,7 @@ import jinja2
 
 from .. import __version__
 from ..io import write_text
-from .document import Section
+from ..results import Section
 
 
 def format_value(v) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..results import series
 from .figures import band, new_figure
-from .rows import series
 
 Curve = tuple[np.ndarray, np.ndarray]  # (steps (n,), values (n, n_seeds))
 COLORS = {"measured": "#1f77b4", "upper": "#d62728", "lower": "#2ca02c", "lower2": "#9467bd", "floor": "k"}

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import __version__
 from ..io import write_json
-from ..report.document import Section, Table
+from ..results import Section, Table
 from .runner import DONE, TAIL, SweepResult, as_number
 from .spec import SweepSpec
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..io import ensure_dir, write_text
-from .executors import TaskOutcome, map_tasks
+from ..parallel import TaskOutcome, map_tasks
 from .spec import Cell, SweepSpec, format_value
 
 RESULTS = "results.csv"

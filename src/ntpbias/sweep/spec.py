@@ -45,7 +45,7 @@ import numpy as np
 
 from ..config import _coerce, _field_types, apply_overrides, from_dict, to_toml
 from ..errors import ConfigError
-from .executors import ExecutorConfig
+from ..parallel import ExecutorConfig
 
 VALUE_SPECS = ("values", "range", "linspace", "geomspace")
 TABLES = ("base", "axes", "collect", "run")

@@ -159,7 +159,7 @@ def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *
     Returns
     -------
     History
-        ``history.params["p"]`` is (runs, d); ``history.rows`` hold the metrics at the logged steps.
+        ``history.params["p"]`` is (runs, d); ``history.rows()`` hold the metrics at the logged steps.
 
     Examples
     --------
@@ -168,7 +168,7 @@ def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *
     >>> ds = sample_assumption1(seed=0)
     >>> st = stage_one(ds, d=256, eta0=200.0, seed=0)
     >>> h = train_stage_two(st, ds, steps=50, log_points=3)
-    >>> h.params["p"].shape, h.status, [r["step"] for r in h.rows]
+    >>> h.params["p"].shape, h.status, [r["step"] for r in h.rows()]
     (torch.Size([1, 256]), 'completed', [0, 1, 7, 50])
     """
     stages = [stages] if isinstance(stages, StageOne) else list(stages)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..io import atomic_path
+from .history import History
 from .optimizers import Optimizer
 
 #: On a GPU, how many steps may pass between host checks for a non-finite loss.
@@ -82,35 +83,6 @@ def log_steps(config: TrainConfig) -> np.ndarray:
     return np.array(sorted(s for s in steps if 0 <= s <= config.steps), dtype=np.int64)
 
 
-@dataclass
-class History:
-    """What a run produced: metric rows (dicts with ``step``, ``seed`` and every metric) and the final state."""
-
-    rows: list[dict] = field(default_factory=list)
-    params: dict[str, torch.Tensor] = field(default_factory=dict)
-    status: str = "completed"  # "completed" | "diverged" | "interrupted"
-    step: int = 0
-    seconds: float = 0.0
-    message: str = ""
-    max_loss_increase: list[float] = field(default_factory=list)  # per run: max_k L(W_{k+1}) - L(W_k)
-
-    def at(self, step: int | None = None) -> dict[str, list[float]]:
-        """Metric name -> values (one per seed, in seed order) at a logged ``step`` (default: the last one)."""
-        step = max(r["step"] for r in self.rows) if step is None else step
-        rows = sorted((r for r in self.rows if r["step"] == step), key=lambda r: r["seed"])
-        return {k: [r[k] for r in rows] for k in rows[0] if k not in ("run", "step", "seed")} if rows else {}
-
-    def series(self, name: str, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of one metric, for one seed or stacked (n_steps, n_seeds) for all."""
-        rows = [r for r in self.rows if seed is None or r["seed"] == seed]
-        steps = np.array(sorted({r["step"] for r in rows}))
-        if seed is not None:
-            return steps, np.array([r.get(name, np.nan) for r in rows], dtype=float)
-        seeds = sorted({r["seed"] for r in rows})
-        table = {(r["step"], r["seed"]): r.get(name, np.nan) for r in rows}
-        return steps, np.array([[table.get((s, sd), np.nan) for sd in seeds] for s in steps], dtype=float)
-
-
 class Trainer:
     """Run an optimizer on a problem for ``config.steps`` steps (see the module docstring).
 
@@ -139,7 +111,7 @@ class Trainer:
     def checkpoint_path(self) -> Path | None:
         return None if self.checkpoint_dir is None else self.checkpoint_dir / "last.pt"
 
-    def _save(self, step: int, params, generators, rows, status: str) -> None:
+    def _save(self, step: int, params, generators, log: list, status: str) -> None:
         if self.checkpoint_path is None:
             return
         state = {
@@ -147,7 +119,7 @@ class Trainer:
             "params": {k: v.detach().cpu() for k, v in params.items()},
             "optimizer": _to_cpu(self.optimizer.state_dict()),
             "generators": [g.get_state() for g in generators],
-            "rows": rows,
+            "log": [(s, {k: torch.from_numpy(v) for k, v in values.items()}) for s, values in log],
             "monotonicity": _to_cpu(self._monotonicity),
         }
         with atomic_path(self.checkpoint_path) as tmp:
@@ -167,11 +139,12 @@ class Trainer:
         """Train; returns the :class:`History` (also on divergence or Ctrl-C, with the status set)."""
         cfg = self.config
         generators = [torch.Generator().manual_seed(10_000_019 * s + 17) for s in self.seeds]
-        start_step, rows = 0, []
+        start_step, log = 0, []  # log: (step, {metric: (B,) float64 array}) per logged step
         self._monotonicity = {"prev": None, "max_increase": None}
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
             state = self._load()
-            start_step, rows = int(state["step"]), list(state["rows"])
+            start_step = int(state["step"])
+            log = [(int(s), {k: v.numpy() for k, v in values.items()}) for s, values in state["log"]]
             template = self.problem.init_params(self.seeds)
             params = {k: state["params"][k].to(device=v.device, dtype=v.dtype) for k, v in template.items()}
             self.optimizer.load_state_dict(_to_device(state["optimizer"], next(iter(params.values())).device))
@@ -181,13 +154,13 @@ class Trainer:
         else:
             params = self.problem.init_params(self.seeds)
         logs = set(log_steps(cfg).tolist())
-        history = History(rows=rows, params=params, step=start_step)
+        status, message = "completed", ""
         t0 = time.perf_counter()
         bar = _progress(self.progress, self.description, cfg.steps, start_step)
         step = start_step
         try:
-            if step == 0 and 0 in logs and not rows:
-                self._log(0, params, rows)
+            if step == 0 and 0 in logs and not log:
+                self._log(0, params, log)
             # first step with a non-finite loss, per run, tracked on the device; the host looks at it every step on
             # the CPU and every NONFINITE_CHECK_EVERY steps (and at logs) on a GPU, so no step waits on a sync there
             check_every = self.nonfinite_check_every or (
@@ -200,39 +173,36 @@ class Trainer:
                     torch.where(bad & (first_bad < 0), step, first_bad)
                 look = step % check_every == 0 or step + 1 in logs or step + 1 == cfg.steps
                 if look and bool((first_bad >= 0).any()):
-                    self._diverged(history, first_bad, rows)
+                    status, message = "diverged", self._diverged(first_bad, log)
                     break
                 self._track_monotonicity(loss)
                 params = self.optimizer.step(params, grads, loss)
                 step += 1
                 if step in logs:
-                    self._log(step, params, rows)
+                    self._log(step, params, log)
                 if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                    self._save(step, params, generators, rows, "running")
+                    self._save(step, params, generators, log, "running")
                 if bar is not None:
                     bar.advance()
         except KeyboardInterrupt:
-            history.status = "interrupted"
-            history.message = f"interrupted at step {step}; resume with --resume"
+            status, message = "interrupted", f"interrupted at step {step}; resume with --resume"
         finally:
             if bar is not None:
                 bar.close()
-        history.params, history.step = params, step
-        history.seconds = time.perf_counter() - t0
         inc = self._monotonicity["max_increase"]
-        history.max_loss_increase = [] if inc is None else inc.double().cpu().tolist()
-        self._save(step, params, generators, rows, history.status)
-        return history
+        self._save(step, params, generators, log, status)
+        return History.from_log([s for s, _ in log], self.seeds, [v for _, v in log], params=params, status=status,
+                                step=step, seconds=time.perf_counter() - t0, message=message,
+                                max_loss_increase=[] if inc is None else inc.double().cpu().tolist())
 
-    def _diverged(self, history: History, first_bad: torch.Tensor, rows: list[dict]) -> None:
-        """Mark the run diverged at the first non-finite loss and drop rows logged after it."""
+    def _diverged(self, first_bad: torch.Tensor, log: list) -> str:
+        """The message of a run diverged at its first non-finite loss; drops the logs after that step."""
         at = first_bad.cpu()
         k = int(at[at >= 0].min())
         seeds = [self.seeds[i] for i in torch.nonzero(at >= 0).flatten().tolist()]
-        rows[:] = [r for r in rows if r["step"] <= k]
-        history.status = "diverged"
-        history.message = (f"the loss became non-finite at step {k} (seed(s) {seeds}); the step size is probably too "
-                           "large. Metrics up to that step were kept")
+        log[:] = [(s, v) for s, v in log if s <= k]
+        return (f"the loss became non-finite at step {k} (seed(s) {seeds}); the step size is probably too large. "
+                "Metrics up to that step were kept")
 
     def _track_monotonicity(self, loss: torch.Tensor) -> None:
         """Running max over steps of L(W_{k+1}) - L(W_k), per run, without a host sync."""
@@ -243,12 +213,10 @@ class Trainer:
             mono["max_increase"] = inc if mono["max_increase"] is None else torch.maximum(mono["max_increase"], inc)
         mono["prev"] = loss
 
-    def _log(self, step: int, params, rows: list[dict]) -> None:
+    def _log(self, step: int, params, log: list) -> None:
         with torch.no_grad():
             metrics = self.problem.metrics(params)
-        values = {k: v.detach().double().cpu().numpy() for k, v in metrics.items()}
-        for b, seed in enumerate(self.seeds):
-            rows.append({"step": step, "seed": seed, **{k: float(v[b]) for k, v in values.items()}})
+        log.append((step, {k: v.detach().double().cpu().numpy() for k, v in metrics.items()}))
         if self.on_log is not None:
             self.on_log(step, metrics)
 

@@ -316,7 +316,7 @@ class JointProblem:
 # ---------------------------------------------------------------------------------------------- running
 @dataclass
 class TwoStageResult:
-    """What Algorithm 1 produced: both stages' histories (rows carry ``run`` = ``<prefix>stage1|2``) and the final
+    """What Algorithm 1 produced: both stages' histories (named ``<prefix>stage1|2``) and the final
     W_ov^(T) (B, |V|, d) and W_kq^(T_1) (B, d, d)."""
 
     stage1: History
@@ -331,8 +331,8 @@ class TwoStageResult:
         return self.stage2.params["W_kq"]
 
     @property
-    def rows(self) -> list[dict]:
-        return self.stage1.rows + (self.stage2.rows if self.stage2 is not None else [])
+    def histories(self) -> list[History]:
+        return [self.stage1] + ([self.stage2] if self.stage2 is not None else [])
 
     @property
     def status(self) -> str:
@@ -349,8 +349,7 @@ def _train(problem, lr: float, config: TrainConfig, seeds: list[int], run: str, 
                       checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir) / run,
                       progress=progress, description=run)
     history = trainer.run(resume=resume)
-    for row in history.rows:
-        row["run"] = run
+    history.run = run
     return history
 
 
@@ -370,7 +369,7 @@ def train_two_stage(task: TransformerTask, *, eta0: float, eta: float, stage1: T
     >>> task = TransformerTask.build(example1(), token_embeddings(4))
     >>> cfg = TrainConfig(steps=900, log_points=0, log_every=300)
     >>> res = train_two_stage(task, eta0=0.1, eta=0.025, stage1=cfg, stage2=cfg, seeds=[0])
-    >>> round(float(res.stage2.rows[-1]["cos_kq"]), 5), round(float(res.stage2.rows[-1]["norm_kq"]), 3)
+    >>> round(float(res.stage2.rows()[-1]["cos_kq"]), 5), round(float(res.stage2.rows()[-1]["norm_kq"]), 3)
     (0.99952, 22.483)
     """
     h1 = _train(Stage1Problem(task, init=init), eta0, stage1, seeds, f"{prefix}stage1", checkpoint_dir, progress,

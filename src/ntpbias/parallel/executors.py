@@ -18,7 +18,7 @@ their traceback; Ctrl-C stops the whole map (workers ignore SIGINT; the parent s
 
 Examples
 --------
->>> from ntpbias.sweep.executors import map_tasks, map_values
+>>> from ntpbias.parallel import map_tasks, map_values
 >>> sorted(o.value for o in map_tasks(abs, [-1, 2, -3], executor="inprocess"))
 [1, 2, 3]
 >>> map_values(abs, [-1, 2, -3], executor="inprocess")

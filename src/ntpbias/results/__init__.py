@@ -1,0 +1,8 @@
+"""Neutral result types shared by experiments, the report and sweeps: theory checks, tables, figure specs, sections,
+and the run directory's files (``config.toml``, ``metrics.csv``, ``summary.json``)."""
+
+from .metrics_table import metrics_csv, read_metrics_csv, series
+from .records import CHECK_KINDS, Check, Figure, FigureSpec, Section, Table, check_at_least, check_at_most
+
+__all__ = ["CHECK_KINDS", "Check", "Figure", "FigureSpec", "Section", "Table", "check_at_least", "check_at_most",
+           "metrics_csv", "read_metrics_csv", "series"]

@@ -1,0 +1,134 @@
+"""The content of a report: sections holding facts, theory checks, tables and figures.
+
+Experiments build these records (figures as :class:`FigureSpec`: what to draw, from which saved numbers);
+:mod:`ntpbias.report` draws the figures and renders the HTML; ``summary.json`` stores the records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: What a check proves. ``theorem``: a paper's proven statement (a pass proves it holds on this run when
+#: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number the
+#: paper states, reproduced; ``calibrated``: a level set on other seeds/subsamples (``threshold_source`` says which);
+#: ``sanity``: an implementation invariant; ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
+CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "vacuous")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One theory check: a claim of a paper, the measured value, the threshold it is held to, and the verdict.
+
+    ``threshold`` states the rule in words (e.g. ">= 0.9"); asymptotic claims are checked as trends and calibrated
+    levels, never as exact limits. ``kind`` (one of :data:`CHECK_KINDS`), ``premise`` (the hypotheses in words),
+    ``premise_met`` (True / False / None when not applicable) and ``threshold_source`` (the paper, a bound we derive, or
+    the calibration seeds) say what a pass proves.
+    """
+
+    name: str
+    claim: str
+    measured: float | str
+    threshold: str
+    passed: bool
+    source: str = ""
+    kind: str = "theorem"
+    premise: str = ""
+    premise_met: bool | None = None
+    threshold_source: str = ""
+
+    def __post_init__(self):
+        if self.kind not in CHECK_KINDS:
+            raise ValueError(f"check {self.name!r}: unknown kind {self.kind!r}; choose one of {', '.join(CHECK_KINDS)}")
+
+    @property
+    def verdict(self) -> str:
+        """"pass" / "fail"; "consistent" / "inconsistent" for a theorem outside its premises; "shown" when vacuous."""
+        if self.kind == "vacuous":
+            return "shown"
+        if self.kind == "theorem" and self.premise_met is False:
+            return "consistent" if self.passed else "inconsistent"
+        return "pass" if self.passed else "fail"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "verdict": self.verdict}
+
+
+def check_at_least(name: str, claim: str, measured: float, bound: float, source: str = "", **fields) -> Check:
+    """A check passing when ``measured >= bound`` (``fields``: kind, premise, premise_met, threshold_source)."""
+    return Check(name, claim, float(measured), f">= {bound:g}", bool(measured >= bound), source, **fields)
+
+
+def check_at_most(name: str, claim: str, measured: float, bound: float, source: str = "", **fields) -> Check:
+    """A check passing when ``measured <= bound`` (``fields``: kind, premise, premise_met, threshold_source)."""
+    return Check(name, claim, float(measured), f"<= {bound:g}", bool(measured <= bound), source, **fields)
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure to draw: ``plot`` names a drawing function of :mod:`ntpbias.report` (e.g. ``"linear.training"``) and
+    ``data`` holds its keyword arguments (saved numbers: histories, arrays, floats); drawing never retrains."""
+
+    id: str
+    title: str
+    caption: str
+    plot: str
+    data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A saved figure: ``png`` and ``svg`` paths relative to the run directory."""
+
+    id: str
+    title: str
+    caption: str
+    png: str
+    svg: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small table for the report (and summary.json)."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple, ...]
+
+
+@dataclass
+class Section:
+    """Everything one experiment group contributes to a report."""
+
+    id: str
+    title: str
+    description: str = ""
+    facts: dict[str, object] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    plots: list[FigureSpec] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """No check failed (vacuous bounds and theorems outside their premises never fail a section)."""
+        return all(c.verdict != "fail" for c in self.checks)
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id, "title": self.title, "description": self.description, "facts": self.facts,
+            "checks": [c.as_dict() for c in self.checks],
+            "figures": [asdict(f) for f in self.figures],
+            "tables": [{"title": t.title, "header": list(t.header), "rows": [list(r) for r in t.rows]}
+                       for t in self.tables],
+            "notes": self.notes, "seconds": self.seconds, "passed": self.passed,
+        }
+
+    def relocate(self, prefix: str | Path) -> Section:
+        """The same section with figure paths prefixed (when a group's directory is nested in a bigger report)."""
+        figs = [Figure(f.id, f.title, f.caption, str(Path(prefix) / f.png), str(Path(prefix) / f.svg))
+                for f in self.figures]
+        return Section(self.id, self.title, self.description, self.facts, self.checks, figs, self.tables,
+                       self.notes, self.seconds, self.plots)
