@@ -1,23 +1,165 @@
-"""Configs: frozen dataclasses with documented defaults, loaded from TOML, overridden by ``--set a.b=value``.
+"""Configs: frozen dataclasses with documented, range-checked fields, loaded from TOML, overridden by ``--set``.
 
-Overrides and TOML values are type-checked against the type of the field's default (bool, int, float, str,
-tuples of those, nested config dataclasses); an unknown key is an error naming the valid ones, as in nanoGPT's
-configurator. ``to_toml`` writes the fully resolved config, so re-running it reproduces the run.
+A config class derives from :class:`Config` and declares each field with :func:`setting` (default, one-line doc,
+allowed range or choices). Every value is checked when the config is built, from TOML, ``--set`` or Python, before
+any work starts: its type (bool, int, float, str, tuples of those, nested configs), its range, finiteness (NaN and
+infinities are refused), and then the rules between fields (:meth:`Config.check`). An error names the key, the value
+given and what is allowed. An unknown key is an error naming the valid ones (as in nanoGPT's configurator), and a
+key that moved names its new place. ``to_toml`` writes the fully resolved config, so re-running it reproduces the run.
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Opt(Config):
+...     lr: float = setting(0.5, "step size", gt=0)
+>>> Opt(lr=0.1)
+Opt(lr=0.1)
+>>> Opt(lr=-1.0)
+Traceback (most recent call last):
+...
+ntpbias.config.FieldError: lr = -1.0: must be > 0 (float > 0)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import tomli_w
 
 from .errors import ConfigError
 
 C = TypeVar("C")
+
+#: every integer setting fits a signed 64-bit integer (torch and numpy seeds, sizes)
+INT64_MAX = 2**63 - 1
+
+
+class FieldError(ConfigError):
+    """A config value outside its type or range; ``key`` is the field's dotted name (prefixed by nested loaders)."""
+
+    def __init__(self, key: str, detail: str):
+        self.key, self.detail = key, detail
+        super().__init__(f"{key} {detail}")
+
+    def under(self, prefix: str) -> FieldError:
+        return FieldError(prefix + self.key, self.detail)
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None, ge: float | None = None,
+            gt: float | None = None, le: float | None = None, lt: float | None = None,
+            choices: tuple | dict | None = None, pattern: str | None = None, finite: bool = True):
+    """A config field with its one-line documentation and its allowed values (checked by :class:`Config`).
+
+    ``ge``/``gt``/``le``/``lt`` bound numbers (and every element of a tuple of numbers); ``choices`` lists the allowed
+    strings; ``pattern`` is a regular expression a string must match in full; ``finite=False`` admits infinities.
+    """
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt,
+            "choices": tuple(choices) if choices is not None else None, "pattern": pattern, "finite": finite}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def allowed(f: dataclasses.Field, typ: Any) -> str:
+    """What a field admits, in words (for errors, ``--help`` and the docs): e.g. ``int >= 1``, ``one of gd, adam``."""
+    m = f.metadata
+    if m.get("choices"):
+        return "one of " + ", ".join(map(str, m["choices"]))
+    if m.get("pattern"):
+        return f"a string matching {m['pattern']}"
+    name = _type_name(typ)
+    ops = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+    bounds = [f"{op} {m[k]:g}" for k, op in ops if m.get(k) is not None]
+    return " ".join([name, ", ".join(bounds)]).strip()
+
+
+def _type_name(typ: Any) -> str:
+    if dataclasses.is_dataclass(typ):
+        return "table"
+    if typing.get_origin(typ) is tuple:
+        args = typing.get_args(typ)
+        return f"list of {_type_name(args[0]) if args else 'values'}"
+    return {bool: "true/false", int: "int", float: "float", str: "string"}.get(typ, str(typ))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Base of every config dataclass: each field is checked against its type and :func:`setting` range when the
+    config is built, then :meth:`check` verifies the rules between fields.
+
+    ``moved`` maps keys of configs written by earlier versions to their new place (an old key is then an error that
+    names the new key).
+    """
+
+    moved: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self):
+        types = _field_types(type(self))
+        for f in dataclasses.fields(self):
+            value = _validated(getattr(self, f.name), types[f.name], f, f.name)
+            object.__setattr__(self, f.name, value)
+        try:
+            self.check()
+        except FieldError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def check(self) -> None:
+        """Rules between fields (override; raise ValueError with a message naming the keys)."""
+
+
+def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
+    """``value`` checked against ``typ`` and the field's range (ints widen to float, lists to tuples)."""
+    m = f.metadata
+    if dataclasses.is_dataclass(typ):
+        if not isinstance(value, typ):
+            raise FieldError(key, f"= {value!r}: expected a table of settings ({typ.__name__})")
+        return value
+    origin = typing.get_origin(typ)
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            raise FieldError(key, f"= {value!r}: expected a list ({allowed(f, typ)})")
+        args = typing.get_args(typ)
+        item_types = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        if len(item_types) != len(value):
+            raise FieldError(key, f"= {list(value)!r}: expected {len(item_types)} values")
+        return tuple(_validated(v, t, f, key) for v, t in zip(value, item_types, strict=True))
+    if typ is bool:
+        if not isinstance(value, bool):
+            raise FieldError(key, f"= {value!r}: expected true or false")
+        return value
+    if typ is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FieldError(key, f"= {value!r}: expected an integer ({allowed(f, typ)})")
+        if abs(value) > INT64_MAX:
+            raise FieldError(key, f"= {value!r}: must fit a 64-bit integer (|value| <= 2^63 - 1)")
+    elif typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise FieldError(key, f"= {value!r}: expected a number ({allowed(f, typ)})")
+        value = float(value)
+        if math.isnan(value) or (m.get("finite", True) and math.isinf(value)):
+            raise FieldError(key, f"= {value!r}: must be a finite number ({allowed(f, typ)})")
+    elif typ is str:
+        if not isinstance(value, str):
+            raise FieldError(key, f"= {value!r}: expected a string ({allowed(f, typ)})")
+        if m.get("choices") and value not in m["choices"]:
+            raise FieldError(key, f"= {value!r}: unknown value; choose one of {', '.join(map(str, m['choices']))}")
+        if m.get("pattern") and not re.fullmatch(m["pattern"], value):
+            raise FieldError(key, f"= {value!r}: expected {allowed(f, typ)}")
+        return value
+    else:
+        return value
+    for k, op, ok in (("ge", ">=", lambda b: value >= b), ("gt", ">", lambda b: value > b),
+                      ("le", "<=", lambda b: value <= b), ("lt", "<", lambda b: value < b)):
+        if m.get(k) is not None and not ok(m[k]):
+            raise FieldError(key, f"= {value!r}: must be {op} {m[k]:g} ({allowed(f, typ)})")
+    return value
 
 
 def _field_types(cls) -> dict[str, Any]:
@@ -106,6 +248,10 @@ def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = 
     types = _field_types(cls)
     unknown = sorted(set(values) - set(types))
     if unknown:
+        moved = getattr(cls, "moved", {})
+        if unknown[0] in moved:
+            raise ConfigError(f"setting {prefix}{unknown[0]} has moved to {prefix}{moved[unknown[0]]} (a config "
+                              "written by an earlier ntpbias); rename the key")
         valid = ", ".join(prefix + k for k in types)
         raise ConfigError(f"unknown setting {prefix}{unknown[0]}; valid keys here: {valid}")
     base = base if base is not None else cls()
@@ -120,7 +266,9 @@ def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = 
             changes[key] = _coerce(value, typ, prefix + key)
     try:
         return dataclasses.replace(base, **changes)
-    except (ValueError, TypeError) as exc:  # __post_init__ validation
+    except FieldError as exc:
+        raise exc.under(prefix) from None
+    except (ValueError, TypeError) as exc:  # rules between fields (Config.check)
         raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: {exc}") from None
 
 

@@ -52,6 +52,31 @@ def _finite(obj):
     return obj
 
 
+def write_npz(path: str | os.PathLike, **arrays) -> None:
+    """Write arrays (tensors on any device or array-likes; None values skipped) to an ``.npz`` atomically."""
+    import numpy as np
+
+    from ._tensor import to_numpy
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{k: to_numpy(v) for k, v in arrays.items() if v is not None})
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """SHA-256 hex digest of a file's bytes (read in 1 MiB blocks)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return h.hexdigest()
+
+
 def ensure_dir(path: str | os.PathLike) -> Path:
     """Create ``path`` (and parents); an unwritable location is a :class:`DataError` with a clear message."""
     path = Path(path)

@@ -104,7 +104,7 @@ def test_diverging_step_size_stops_keeps_metrics_and_exits_2(tmp_path, capsys):
     (["train", "--preset", "linear-fig4-gd", "--set", "optimizer.learning_rate=0.1"],
      "unknown setting optimizer.learning_rate"),
     (["train", "--preset", "linear-fig4-gd", "--set", "train.steps=ten"], "train.steps: expected an integer"),
-    (["train", "--preset", "linear-fig4-gd", "--set", "optimizer.name=sgdx"], "unknown optimizer"),
+    (["train", "--preset", "linear-fig4-gd", "--set", "optimizer.name=sgdx"], "optimizer.name = 'sgdx': unknown value"),
     (["train", "--preset", "linear-fig4-gd", "--set", "steps"], "expected key=value"),
     (["train"], "exactly one of"),
     (["train", "CONFIG"], "no such config file"),

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from ntpbias.api import save_run
 from ntpbias.cli import main
 from ntpbias.experiments import transformer as ex
 from ntpbias.experiments.base import RunContext
@@ -62,7 +63,9 @@ def test_reproduce_group_tiny_scale(tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "UNIT", replace(ex.UNIT, data=replace(ex.UNIT.data, V=6), **tiny))
     monkeypatch.setattr(ex, "JOINT", replace(ex.JOINT, data=replace(ex.JOINT.data, V=6), **tiny))
     monkeypatch.setattr(ex, "EXAMPLE1", replace(ex.EXAMPLE1, **tiny))
-    section = ex.run_group(RunContext(out=tmp_path, seeds=2))
+    result = ex.run_group(RunContext(out=tmp_path, seeds=2))
+    save_run(tmp_path, result)
+    section = result.section
     assert {f.id for f in section.figures} == set(ex.FIGURES) - {"transformer-generalization"}
     for fig in section.figures:
         assert (tmp_path / fig.png).is_file() and (tmp_path / fig.svg).is_file()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from ntpbias.api import save_run
 from ntpbias.data.text import PreprocessConfig, YelpConfig, stem_words
 from ntpbias.data.tokens import KLevelLaw, power_level_sizes, relevant_tokens, token_statistics
 from ntpbias.errors import ConfigError
@@ -207,7 +208,9 @@ def test_text_fixture_through_preprocessing_and_training(tmp_path, source):
                                yelp=YelpConfig(min_chars=10, max_chars=2000, size=0))
     cfg = AttentionConfig(d=16, epochs=15, batch_size=16, decay_epochs=(), data=data_cfg,
                           optimizer=replace(AttentionConfig().optimizer, lr=0.01))
-    section = train_attention(cfg, RunContext(out=tmp_path / "run"))
+    result = train_attention(cfg, RunContext(out=tmp_path / "run"))
+    save_run(tmp_path / "run", result)
+    section = result.section
     table = read_token_table(tmp_path / "run" / "tokens-train.csv")
     assert set(table) >= {"token", "count", "alpha", "pd", "e_dot_p", "e_dot_v"}
     tokens = list(table["token"])

@@ -11,6 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
+from ntpbias.api import save_run
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.experiments import separability as sep
@@ -109,7 +110,9 @@ def test_highs_numerical_trouble_is_decided_by_the_gordan_certificate():
 
 
 def test_reproduce_group_at_smoke_scale(tmp_path):
-    section = sep.run_group(RunContext(out=tmp_path, scale="smoke"))
+    result = sep.run_group(RunContext(out=tmp_path, scale="smoke"))
+    save_run(tmp_path, result)
+    section = result.section
     rows = read_trials(tmp_path / "data" / "trials.csv")
     assert len(rows) == 48 + 24 + 24 and {(r["V"], r["k"], r["m"]) for r in rows} == {(2, 1, 12), (5, 1, 12),
                                                                                         (5, 2, 12)}

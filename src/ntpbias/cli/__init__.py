@@ -28,6 +28,13 @@ def _console(quiet: bool = False):
     return Console(stderr=True, quiet=quiet or not sys.stderr.isatty())
 
 
+def command_line() -> str:
+    """The command as typed (recorded in summary.json and the report)."""
+    import shlex
+
+    return "ntpbias " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "ntpbias"
+
+
 def load_ntp_data(path: str, *, context_length: int | None, autoregressive: bool, max_context: int | None,
                   embedding: str):
     """Read ``.npz`` NTP data or a sequences ``.txt`` file (with a context rule and an embedding)."""

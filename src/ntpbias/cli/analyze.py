@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -10,14 +9,6 @@ import click
 
 from .. import __version__
 from . import _console, cli, load_ntp_data
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _fmt(x) -> str:
@@ -64,11 +55,10 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
       ntpbias analyze text.txt --autoregressive --embedding gaussian:d=200,seed=1 --out runs/ar --json
       ntpbias analyze big.npz --solver dual --float32 --device cuda --out runs/big
     """
-    import numpy as np
 
     from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
-    from ..io import atomic_path, ensure_dir, write_json
+    from ..io import ensure_dir, sha256_file, write_json, write_npz
 
     console = _console(quiet)
     dev = resolve_device(device)
@@ -86,15 +76,13 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
                               solver_options=options)
     record = result.to_dict()
     record["input"] = {
-        "path": str(data), "sha256": _sha256(Path(data)), "context_length": context_length,
+        "path": str(data), "sha256": sha256_file(data), "context_length": context_length,
         "autoregressive": autoregressive, "max_context": max_context,
         "embedding": None if Path(data).suffix == ".npz" else embedding,
     }
     record["ntpbias_version"] = __version__
     ensure_dir(out)  # only once the results exist: a failed run leaves nothing behind
-    with atomic_path(out / "geometry.npz") as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **result.arrays())
+    write_npz(out / "geometry.npz", **result.arrays())
     write_json(out / "analysis.json", record)
     if as_json:
         click.echo(json.dumps(record, indent=2))

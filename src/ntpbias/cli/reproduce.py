@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
-import time
 from pathlib import Path
 
 import click
 
 from ..experiments.base import SCALES
-from . import _console, cli, print_checks
+from . import _console, cli, command_line, print_checks
 
 
 @cli.command()
@@ -47,39 +44,21 @@ def reproduce(ids, out, scale, seeds, device, resume, executor, workers, schedul
       ntpbias reproduce attention-imdb --yelp yelp_academic_dataset_review.json --out runs/real
     """
     from .._tensor import resolve_device
+    from ..api import run_groups
     from ..errors import DataError
-    from ..experiments import GROUPS, RunContext
+    from ..experiments import RunContext
     from ..experiments.base import resolve_ids
-    from ..io import ensure_dir, write_json
     from ..parallel import ExecutorConfig
-    from ..report.html import render
 
     resolve_device(device)
     if yelp and not Path(yelp).is_file():
         raise DataError(f"--yelp {yelp}: no such file")
-    pool = ExecutorConfig(executor, workers=workers, scheduler=scheduler)
-    chosen = resolve_ids(list(ids))
-    out = ensure_dir(out)
+    resolve_ids(list(ids))  # unknown IDs fail before anything is created
     console = _console(quiet)
-    command = "ntpbias " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "ntpbias reproduce"
-    sections = []
-    t0 = time.perf_counter()
-    for gid, figures in chosen.items():
-        group_dir = out if len(chosen) == 1 else out / gid
-        console.log(f"[bold]{GROUPS[gid].title}[/]")
-        ctx = RunContext(out=group_dir, scale=scale, seeds=seeds, device=device, progress=not quiet, resume=resume,
-                         figures=figures, say=lambda msg: console.log(msg), executor=pool, yelp=yelp)
-        section = GROUPS[gid].run(ctx)
-        sections.append(section if len(chosen) == 1 else section.relocate(gid))
-    if len(chosen) > 1:
-        render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
-        write_json(out / "summary.json", {
-            "command": command, "scale": scale, "seeds": seeds, "executor": pool.describe(),
-            "seconds": time.perf_counter() - t0,
-            "sections": [s.as_dict() for s in sections],
-            "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
-            "passed": all(s.passed for s in sections),
-        })
+    ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=not quiet, resume=resume,
+                     say=lambda msg: console.log(msg), executor=ExecutorConfig(executor, workers=workers,
+                                                                               scheduler=scheduler), yelp=yelp)
+    sections = run_groups(list(ids), ctx, command=command_line(), say=lambda msg: console.log(msg))
     if as_json:
         click.echo((Path(out) / "summary.json").read_text(encoding="utf-8"))
     else:

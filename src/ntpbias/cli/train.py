@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from . import _console, cli, print_checks
+from . import _console, cli, command_line, print_checks
 
 
 @cli.command()
@@ -35,8 +35,9 @@ def train(config, preset, scale, overrides, out, resume, as_json, quiet):
       ntpbias train runs/gd/config.toml --set train.steps=100000 --out runs/gd-long
       ntpbias train --preset linear-fig4-gd --set seeds=8 --out runs/gd8     # 8 seeds, batched
     """
+    from ..api import run_config
     from ..config import apply_overrides
-    from ..experiments import TRAINERS, RunContext
+    from ..experiments import RunContext
     from ..experiments.base import get_preset, load_run_config
 
     if (config is None) == (preset is None):
@@ -49,11 +50,11 @@ def train(config, preset, scale, overrides, out, resume, as_json, quiet):
     console = _console(quiet)
     ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, device=cfg.device,
                      say=lambda msg: console.log(msg))
-    section = TRAINERS[cfg.experiment][1](cfg, ctx)
+    result = run_config(cfg, ctx, command=command_line())
     summary_path = Path(out) / "summary.json"
     if as_json:
         click.echo(summary_path.read_text(encoding="utf-8"))
     else:
-        print_checks([section])
+        print_checks([result.section])
         click.echo(f"wrote {out}/ (report.html, metrics.csv, summary.json)")
 

@@ -20,7 +20,7 @@ import torch
 
 from .._tensor import DEFAULT_DTYPE, to_numpy
 from ..errors import DataError
-from ..io import atomic_path
+from ..io import write_npz
 
 #: Tolerance on ``sum(P[j]) == 1`` and ``sum(pi) == 1``; rows within it are renormalized exactly.
 SUM_TOL = 1e-8
@@ -314,9 +314,7 @@ class NTPData:
             arrays["context_lengths"] = to_numpy(self.context_lengths)
         if self.n_samples is not None:
             arrays["n_samples"] = np.array(self.n_samples)
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
+        write_npz(path, **arrays)
 
 
 def _as_float(x, name: str, source: str, dtype: torch.dtype) -> torch.Tensor:

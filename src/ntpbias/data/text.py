@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..io import atomic_path
+from ..io import sha256_file, write_npz
 from .tokens import TokenSequences
 
 #: Bump when the pipeline's output for an unchanged config changes (invalidates old cache entries).
@@ -636,24 +636,13 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
     return Path(env) if env else Path.home() / ".cache" / "ntpbias"
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    return h.hexdigest()
-
 
 def _cache_key(input_hash: str, kind: str, config: PreprocessConfig, reader: dict) -> str:
     extra = {}
     if config.remove_stopwords and config.stopwords != "builtin":
-        extra["stopwords_sha256"] = file_sha256(config.stopwords)
+        extra["stopwords_sha256"] = sha256_file(config.stopwords)
     if config.tokenizer not in WORDPIECE_NAMES + ("word",):
-        extra["tokenizer_sha256"] = file_sha256(config.tokenizer)
+        extra["tokenizer_sha256"] = sha256_file(config.tokenizer)
     blob = json.dumps({"version": PIPELINE_VERSION, "input": input_hash, "kind": kind, "reader": reader,
                        "config": dataclasses.asdict(config), **extra}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
@@ -663,11 +652,9 @@ def _save_cache(path: Path, ds: TextDataset) -> None:
     s = ds.sequences
     mask = s.mask.numpy()
     try:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, ids=s.X.numpy()[mask].astype(np.int32), lengths=mask.sum(axis=1),
-                         y=s.y.numpy().astype(np.int8), vocab=np.array(s.vocab, dtype=str), token_ids=ds.token_ids,
-                         info=np.array(json.dumps(ds.info)))
+        write_npz(path, ids=s.X.numpy()[mask].astype(np.int32), lengths=mask.sum(axis=1),
+                  y=s.y.numpy().astype(np.int8), vocab=np.array(s.vocab, dtype=str), token_ids=ds.token_ids,
+                  info=np.array(json.dumps(ds.info)))
     except (OSError, DataError) as exc:
         warnings.warn(f"could not write the text cache {path} ({exc}); set NTPBIAS_CACHE to a writable folder",
                       stacklevel=3)
@@ -725,7 +712,7 @@ def load_text_dataset(source: str | os.PathLike, *, kind: str = "auto", config: 
         **dataclasses.asdict(yelp), "strict": strict}
     entry = None
     if use_cache:
-        entry = cache_dir(cache) / "text" / f"{kind}-{_cache_key(file_sha256(path), kind, config, reader)}.npz"
+        entry = cache_dir(cache) / "text" / f"{kind}-{_cache_key(sha256_file(path), kind, config, reader)}.npz"
         if entry.is_file():
             hit = _load_cache(entry)
             if hit is not None:

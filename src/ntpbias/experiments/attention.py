@@ -37,10 +37,10 @@ from ..data.text import PreprocessConfig, YelpConfig
 from ..data.tokens import KLevelLaw, TokenSequences, power_level_sizes, relevant_tokens, token_statistics
 from ..errors import ConfigError, DataError
 from ..geometry import attention as ga
-from ..io import ensure_dir, write_text
+from ..io import ensure_dir, write_npz, write_text
 from ..report import attention as figs
 from ..report.figures import save
-from ..results import Check, Section, Table, check_at_least, check_at_most
+from ..results import Check, RunResult, Section, Table, check_at_least, check_at_most
 from ..training.attention import (
     MODELS,
     ClassifierProblem,
@@ -58,8 +58,6 @@ from .base import (
     register_group,
     register_preset,
     register_trainer,
-    save_arrays,
-    write_run,
 )
 
 DATA_SOURCES = ("k_level", "assumption1", "imdb", "yelp")
@@ -376,7 +374,7 @@ def classifier_section(out, fig_id: str, title: str, runs: list[tuple[str, str, 
     return save(fig, out, fig_id, title, caption)
 
 
-def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
+def train_attention(cfg: AttentionConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` for an attention config: one run directory with the per-token CSV, scatter, checks."""
     out = ensure_dir(ctx.out)
     data = cfg.data.build()
@@ -388,8 +386,7 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
     section.seconds = history.seconds
     if history.status != "completed":
         section.notes.append(history.message)
-        write_run(out, config=cfg, rows=history.rows(), section=section, extra={"status": history.status})
-        raise_if_failed(history)
+        return RunResult(section, cfg, [history], {"status": history.status}, failure=history)
     table = token_table(data, problem, history)
     color = "level" if data.level is not None else "count"
     section.figures.append(classifier_section(
@@ -402,9 +399,8 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> Section:
     thresholds = SYNTHETIC_THRESHOLDS if not cfg.data.is_text else REAL_THRESHOLDS[cfg.model]
     section.checks.extend(pattern_checks("train", table, history, thresholds=thresholds,
                                          min_accuracy=0.99 if not cfg.data.is_text else 0.0))
-    write_run(out, config=cfg, rows=history.rows(), section=section,
-              extra={"status": history.status, "final": history.at(), "correlations": correlations(table)})
-    return section
+    return RunResult(section, cfg, [history],
+                     {"status": history.status, "final": history.at(), "correlations": correlations(table)})
 
 
 register_trainer("attention", AttentionConfig, train_attention)
@@ -572,7 +568,7 @@ def stage_two_checks(r: StageTwoRun, run: str) -> list[Check]:
     return out
 
 
-def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> Section:
+def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` for a stage-2 config: metrics, the stage-2 figure, Theorem 4.3 checks."""
     out = ensure_dir(ctx.out)
     r = run_stage_two(cfg, ctx, "train")
@@ -590,13 +586,11 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> Section:
         section.tables.append(selection_table(r, "train"))
     else:
         section.notes.append(r.history.message)
-    save_arrays(out / "stage2.npz", p_final=r.history.params["p"],
-                 p_hat=None if r.references is None or not all(x.feasible for x in r.references)
-                 else torch.stack([x.p_hat for x in r.references]))
-    write_run(out, config=cfg, rows=r.history.rows(), section=section,
-              extra={"status": r.history.status, "final": r.history.at()})
-    raise_if_failed(r.history)
-    return section
+    write_npz(out / "stage2.npz", p_final=r.history.params["p"],
+              p_hat=None if r.references is None or not all(x.feasible for x in r.references)
+              else torch.stack([x.p_hat for x in r.references]))
+    return RunResult(section, cfg, [r.history], {"status": r.history.status, "final": r.history.at()},
+                     failure=r.history)
 
 
 register_trainer("attention-stage2", StageTwoConfig, train_stage2)
@@ -708,7 +702,7 @@ def _stage2_configs(scale: str, seeds: int, device: str) -> dict[str, StageTwoCo
     return runs
 
 
-def run_group(ctx: RunContext) -> Section:
+def run_group(ctx: RunContext) -> RunResult:
     """Reproduce paper 003's synthetic experiments and theory checks into ``ctx.out``."""
     out = ensure_dir(ctx.out)
     resolve_device(ctx.device)
@@ -718,7 +712,7 @@ def run_group(ctx: RunContext) -> Section:
                                   "embedding p then converges in direction to a max-margin solution that selects "
                                   "the important tokens (Thm 4.3, Lemma 4.5). Jointly trained models show the same "
                                   "picture (Figs. 1-3).")
-    rows: list[dict] = []
+    histories: list[History] = []
     configs: dict = {}
 
     if ctx.wants("attention-lemma41"):
@@ -726,7 +720,7 @@ def run_group(ctx: RunContext) -> Section:
         configs["lemma41"] = cfg
         ctx.say("Lemma 4.1 sweep over d")
         arrays = lemma41_sweep(cfg, device=resolve_device(ctx.device))
-        save_arrays(out / "lemma41.npz", **arrays)
+        write_npz(out / "lemma41.npz", **arrays)
         with np.load(out / "lemma41.npz") as saved:
             arrays = dict(saved)
         section.checks.extend(lemma41_checks(arrays))
@@ -751,7 +745,7 @@ def run_group(ctx: RunContext) -> Section:
                               reference="one_irrelevant" if run == "stage2-lemma44" else "important")
             raise_if_failed(r.history)
             results[run] = r
-            rows += r.history.rows()
+            histories.append(r.history)
             section.seconds += r.history.seconds
             section.checks.extend(stage_two_checks(r, run))
         ngd = results["stage2-ngd"]
@@ -768,10 +762,11 @@ def run_group(ctx: RunContext) -> Section:
         section.tables.append(Table("Lemma 4.5's gap condition (seed 0)", ("quantity", "value"), (
             ("||p̂|| (only s*_X selected)", gap.norm), ("alternatives (X, irrelevant u)", len(gap.alternatives)),
             ("infeasible alternatives", gap.n_infeasible), ("max ||p̂|| / ||p̂'||", gap.ratio), ("μ", gap.mu))))
-        save_arrays(out / "stage2.npz", **{f"{run}_p_final": r.history.params["p"] for run, r in results.items()},
-                     **{f"{run}_p_hat": torch.stack([x.p_hat for x in r.references])
-                        for run, r in results.items() if r.references is not None})
-        section.figures.append(save(figs.stage_two_figure(rows, {"stage2-ngd": "normalized GD (h = 0.5)",
+        write_npz(out / "stage2.npz", **{f"{run}_p_final": r.history.params["p"] for run, r in results.items()},
+                  **{f"{run}_p_hat": torch.stack([x.p_hat for x in r.references])
+                     for run, r in results.items() if r.references is not None})
+        stage2_rows = [row for h in histories for row in h.rows()]
+        section.figures.append(save(figs.stage_two_figure(stage2_rows, {"stage2-ngd": "normalized GD (h = 0.5)",
                                                                  "stage2-gd": "GD (h = 1)"}),
                                     out, "attention-stage2", "Stage 2: p converges to the max-margin direction",
                                     "A1-base data (n = 16, T = 6, 4 + 4 relevant and 12 irrelevant tokens), d = 1024, "
@@ -787,7 +782,7 @@ def run_group(ctx: RunContext) -> Section:
         ctx.say("Figure 2: one-layer model on K-level data")
         history, problem = train_classifier(cfg, data, ctx, "fig2")
         raise_if_failed(history)
-        rows += history.rows()
+        histories.append(history)
         section.seconds += history.seconds
         table = token_table(data, problem, history)
         section.checks.extend(pattern_checks("fig2", table, history))
@@ -800,13 +795,11 @@ def run_group(ctx: RunContext) -> Section:
             color_by="level", caption=f"<E_s, p> (left) and <E_s, v> (right) against PD(s) after AdamW training of "
             f"all parameters (d = {cfg.d}, {cfg.epochs} epochs, lr {cfg.optimizer.lr:g}); colour: importance level "
             f"k (grey: irrelevant tokens S~). Per-token values: tokens-fig2.csv."))
-        section.figures.append(save(figs.training_curves(rows, ["fig2"]), out, "attention-fig2-training",
+        section.figures.append(save(figs.training_curves(history.rows(), ["fig2"]), out, "attention-fig2-training",
                                     "Figure 2: training", "Loss and accuracy on the training data and the two "
                                     "correlations of the figure, per epoch."))
-    write_run(out, config=configs, rows=rows, section=section,
-              extra={"scale": ctx.scale, "seeds": ctx.seeds,
-                     "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
-    return section
+    return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
+                                                   "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
 def _stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, ...] = (1.0, 100.0)) -> list[Check]:

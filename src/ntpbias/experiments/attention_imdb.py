@@ -26,7 +26,7 @@ from ..data.text import PreprocessConfig
 from ..io import ensure_dir
 from ..report import attention as figs
 from ..report.figures import save
-from ..results import Section, Table, check_at_most
+from ..results import RunResult, Section, Table, check_at_most
 from ..training.optimizers import OptimizerConfig
 from .attention import (
     REAL_THRESHOLDS,
@@ -39,7 +39,7 @@ from .attention import (
     token_table,
     train_classifier,
 )
-from .base import Group, Preset, RunContext, raise_if_failed, register_group, register_preset, write_run
+from .base import Group, Preset, RunContext, raise_if_failed, register_group, register_preset
 
 IMDB_ONE_LAYER = AttentionConfig(
     model="one_layer", d=2048, epochs=500, decay_epochs=(100, 200), dtype="float32",
@@ -86,7 +86,7 @@ MODEL_FIGURE = {"one_layer": "attention-fig3", "two_layer": "attention-fig1"}
 SOURCE = {"one_layer": "Fig. 3 of paper 003", "two_layer": "Fig. 1 of paper 003"}
 
 
-def run_group(ctx: RunContext) -> Section:
+def run_group(ctx: RunContext) -> RunResult:
     """Train models (1) and (17) on IMDB (and on Yelp when ``ctx.yelp`` names a file) and draw Figures 3 and 1."""
     out = ensure_dir(ctx.out)
     resolve_device(ctx.device)
@@ -104,7 +104,7 @@ def run_group(ctx: RunContext) -> Section:
                              "`ntpbias train --preset attention-yelp-one-layer --set data.path=FILE --out DIR`.")
     models = [m for m, fig in MODEL_FIGURE.items() if ctx.wants(fig)]
     base = {"one_layer": IMDB_ONE_LAYER, "two_layer": IMDB_TWO_LAYER}
-    rows, configs, panels, losses = [], {}, {m: [] for m in models}, {}
+    histories, configs, panels, losses = [], {}, {m: [] for m in models}, {}
     for key, (name, data_changes) in datasets.items():
         data: TokenData | None = None
         for model in models:
@@ -120,7 +120,7 @@ def run_group(ctx: RunContext) -> Section:
             ctx.say(f"{name}: training the {model.replace('_', '-')} model")
             history, problem = train_classifier(cfg, data, ctx, run)
             raise_if_failed(history)
-            rows += history.rows()
+            histories.append(history)
             section.seconds += history.seconds
             table = token_table(data, problem, history)
             section.checks.extend(pattern_checks(run, table, history, thresholds=REAL_THRESHOLDS[model],
@@ -145,14 +145,13 @@ def run_group(ctx: RunContext) -> Section:
             caption=f"<E_s, p> (left) and <E_s, v> (right) against PD(s) for every token after AdamW training "
                     f"(d = {cfg.d}, {cfg.epochs} epochs, lr {cfg.optimizer.lr:g}); colour: log10 of the token's count. "
                     f"Per-token values with the token strings: tokens-<run>.csv."))
-    if rows:
-        runs = sorted({r["run"] for r in rows})
-        section.figures.append(save(figs.training_curves(rows, runs), out, "attention-imdb-training", "Training",
+    if histories:
+        runs = sorted(h.run for h in histories)
+        all_rows = [r for h in histories for r in h.rows()]
+        section.figures.append(save(figs.training_curves(all_rows, runs), out, "attention-imdb-training", "Training",
                                     "Loss, accuracy and the two correlations per epoch, for every run."))
-    write_run(out, config=configs, rows=rows, section=section,
-              extra={"scale": ctx.scale, "seeds": ctx.seeds, "yelp": yelp_path or None,
-                     "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
-    return section
+    return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds, "yelp": yelp_path or None,
+                                                   "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
 register_group(Group("attention-imdb", "Paper 003 on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group))

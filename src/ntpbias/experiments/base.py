@@ -1,32 +1,44 @@
-"""The experiment registry and the run-directory contract shared by every paper's experiments.
+"""The experiment registry and what every paper's experiments share: the run config's top-level keys, presets,
+groups and the run context.
 
 * A **preset** is a named, fully specified training configuration (the paper's values as defaults); ``ntpbias train
   --preset NAME`` runs it through its paper's :data:`TRAINERS` entry.
-* A **group** is what ``ntpbias reproduce ID`` runs: several trainings, the theory's objects, figures and theory
-  checks, returned as a :class:`~ntpbias.report.document.Section`. Figure IDs (``linear-fig4``) select a subset.
+* A **group** is what ``ntpbias reproduce ID`` runs: several trainings, the theory's objects, figure specs and theory
+  checks, returned as a :class:`~ntpbias.results.RunResult`. Figure IDs (``linear-fig4``) select a subset.
 
-Run directory (DESIGN.md §2): ``config.toml``, ``metrics.csv``, ``summary.json``, ``figures/``, ``report.html``,
-``checkpoints/``; every file is written atomically.
+Trainers and groups return results; :mod:`ntpbias.api` writes them as a run directory (``config.toml``,
+``metrics.csv``, ``summary.json``, ``figures/``, ``report.html``). They write only their own data files and
+``checkpoints/`` into ``ctx.out``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..config import to_dict, to_toml
+from .._tensor import DEVICE_PATTERN, DTYPES
+from ..config import Config, setting
 from ..errors import ConfigError
-from ..io import write_json, write_text
 from ..parallel import ExecutorConfig
-from ..results import Section, metrics_csv
+from ..results import RunResult
 
 #: smoke: seconds, to check an installation or a pipeline (theory checks are not expected to pass);
 #: quick: minutes on a laptop CPU, the checks pass; paper: the papers' sizes.
 SCALES = ("smoke", "quick", "paper")
+
+
+@dataclass(frozen=True)
+class RunConfig(Config):
+    """The top-level keys of every experiment's config (``experiment, seed, seeds, device, dtype``); each experiment
+    adds its tables (``data``, ``model``, ``optimizer``, ``train``; paper C: ``stage1``, ``stage2``)."""
+
+    experiment: str = setting("", "the experiment; selects the config class when a TOML file is read")
+    seed: int = setting(0, "seed of the first run; every random choice of the run derives from it", ge=0)
+    seeds: int = setting(1, "number of runs (seeds seed, seed+1, ...)", ge=1)
+    device: str = setting("cpu", "cpu, cuda or cuda:N", pattern=DEVICE_PATTERN)
+    dtype: str = setting("float64", "float64 (every theory quantity) or float32 (speed)", choices=tuple(DTYPES))
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,7 @@ class Group:
     id: str
     title: str
     figures: dict[str, str]
-    run: Callable[[RunContext], Section]
+    run: Callable[[RunContext], RunResult]
 
 
 #: name -> Preset
@@ -77,7 +89,7 @@ PRESETS: dict[str, Preset] = {}
 #: reproduce ID -> Group
 GROUPS: dict[str, Group] = {}
 #: config ``experiment`` field -> (config class, trainer(config, ctx) -> Section)
-TRAINERS: dict[str, tuple[type, Callable[[Any, RunContext], Section]]] = {}
+TRAINERS: dict[str, tuple[type, Callable[[Any, RunContext], RunResult]]] = {}
 
 
 def register_preset(preset: Preset) -> Preset:
@@ -90,7 +102,7 @@ def register_group(group: Group) -> Group:
     return group
 
 
-def register_trainer(kind: str, config_cls: type, trainer: Callable[[Any, RunContext], Section]) -> None:
+def register_trainer(kind: str, config_cls: type, trainer: Callable[[Any, RunContext], RunResult]) -> None:
     TRAINERS[kind] = (config_cls, trainer)
 
 
@@ -111,7 +123,7 @@ def load_run_config(path: str | Path):
         raise ConfigError(f"{path}: no such config file")
     try:
         kind = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment")
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     if kind not in TRAINERS:
         raise ConfigError(f"{path}: set `experiment` to one of {', '.join(TRAINERS)} (found {kind!r})")
@@ -137,52 +149,6 @@ def resolve_ids(ids: list[str]) -> dict[str, tuple[str, ...] | None]:
     return chosen
 
 
-# ------------------------------------------------------------------------------------------------ run files
-def write_run(out: Path, *, config: Any, rows: list[dict], section: Section, extra: dict | None = None,
-              command: str = "") -> None:
-    """Write config.toml, metrics.csv, summary.json and report.html of a run directory.
-
-    ``config`` is one config dataclass (a ``train`` run: its config.toml can be re-run with ``ntpbias train``) or a
-    dict name -> config (a ``reproduce`` group: one TOML table per training run).
-    """
-    from ..report.html import render
-
-    if isinstance(config, dict):
-        toml_text, config_record = config_toml(config), {n: to_dict(c) for n, c in config.items()}
-    else:
-        toml_text, config_record = to_toml(config), to_dict(config)
-    write_text(out / "config.toml", toml_text)
-    write_text(out / "metrics.csv", metrics_csv(rows))
-    extra = dict(extra or {})
-    if isinstance(extra.get("final"), dict):  # per-seed final values: add their mean and spread
-        extra["final_summary"] = {k: _spread(v) for k, v in extra["final"].items()
-                                  if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)}
-    summary = {
-        "ntpbias_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "command": command,
-        "config": config_record,
-        "sections": [section.as_dict()],
-        "checks": [c.as_dict() for c in section.checks],
-        "passed": section.passed,
-        **extra,
-    }
-    write_json(out / "summary.json", summary)
-    render(out, [section], title=section.title, command=command)
-
-
-def save_arrays(path, **arrays) -> None:
-    """Write tensors/arrays (None values skipped) to an ``.npz`` atomically."""
-    import numpy as np
-
-    from .._tensor import to_numpy
-    from ..io import atomic_path
-
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{k: to_numpy(v) for k, v in arrays.items() if v is not None})
-
-
 def raise_if_failed(history) -> None:
     """After the outputs of a run are written: a diverged run is a user error (exit 2), an interrupted one re-raises
     Ctrl-C (exit 130)."""
@@ -192,19 +158,3 @@ def raise_if_failed(history) -> None:
         raise TrainingDivergedError(history.message)
     if history.status == "interrupted":
         raise KeyboardInterrupt
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    """Mean, standard deviation, min and max over seeds."""
-    import numpy as np
-
-    a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()), "max": float(a.max()),
-            "seeds": int(a.size)}
-
-
-def config_toml(configs: dict[str, Any]) -> str:
-    """TOML for several named configs, each under its own table (``[fig4-gd]``, ``[fig4-gd.optimizer]``, ...)."""
-    import tomli_w
-
-    return tomli_w.dumps({name: to_dict(cfg) for name, cfg in configs.items()})

@@ -33,11 +33,11 @@ from ..geometry.regpath import regularization_path
 from ..geometry.separability import ntp_separability
 from ..geometry.subspace import subspace
 from ..geometry.svm import ntp_svm
-from ..io import ensure_dir
+from ..io import ensure_dir, write_npz
 from ..metrics import cosine
 from ..report import linear as figs
 from ..report.figures import new_figure, save
-from ..results import Check, Section, Table, check_at_least, check_at_most
+from ..results import Check, RunResult, Section, Table, check_at_least, check_at_most
 from ..training.linear import LinearNTPProblem, LinearReference
 from ..training.loop import History, TrainConfig, Trainer
 from ..training.optimizers import Optimizer, OptimizerConfig
@@ -49,8 +49,6 @@ from .base import (
     register_group,
     register_preset,
     register_trainer,
-    save_arrays,
-    write_run,
 )
 
 DATA_SOURCES = ("random", "two_d", "file")
@@ -283,7 +281,7 @@ def _data_for(cfg: LinearConfig) -> NTPData:
 
 
 # ------------------------------------------------------------------------------------------------ `train`
-def train_linear(cfg: LinearConfig, ctx: RunContext) -> Section:
+def train_linear(cfg: LinearConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` for a linear config: one run directory with its metrics, panels and checks."""
     out = ensure_dir(ctx.out)
     data = _data_for(cfg)
@@ -300,11 +298,9 @@ def train_linear(cfg: LinearConfig, ctx: RunContext) -> Section:
         section.checks.extend(run_checks("train", cfg, history, data, ref))
     else:
         section.notes.append(history.message)
-    save_arrays(out / "geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm, W_final=history.params["W"])
-    write_run(out, config=cfg, rows=history.rows(), section=section,
-              extra={"status": history.status, "message": history.message, "final": history.at()})
-    raise_if_failed(history)
-    return section
+    write_npz(out / "geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm, W_final=history.params["W"])
+    return RunResult(section, cfg, [history],
+                     {"status": history.status, "message": history.message, "final": history.at()}, failure=history)
 
 
 register_trainer("linear", LinearConfig, train_linear)
@@ -321,14 +317,14 @@ FIGURES = {
 }
 
 
-def run_group(ctx: RunContext) -> Section:
+def run_group(ctx: RunContext) -> RunResult:
     """Reproduce paper A's experiments into ``ctx.out`` (a run directory)."""
     out = ensure_dir(ctx.out)
     section = Section("linear", "Paper A: implicit bias of next-token prediction in linear models",
                       description="Thrampoulidis, NeurIPS 2024. GD, normalized GD and Adam on fixed context "
                                   "embeddings converge in direction to the NTP-SVM solution W^mm while their "
                                   "F-component converges to W*.")
-    rows: list[dict] = []
+    histories: list[History] = []
     configs: dict[str, LinearConfig] = {}
     ensure_dir(out / "data")
 
@@ -338,17 +334,17 @@ def run_group(ctx: RunContext) -> Section:
         ctx.say("2D example: W*, W^mm")
         ref, facts = reference(data, cfg.solver)
         data.save(out / "data" / "two_d.npz")
-        save_arrays(out / "data" / "two_d_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        write_npz(out / "data" / "two_d_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
         section.tables.append(Table("2D example dataset", ("quantity", "value"), tuple(facts.items())))
         section.checks.extend(_two_d_checks(data, ref))
         if ctx.wants("linear-fig1"):
             configs["2d-gd"] = cfg
             ctx.say("2D example: GD")
             history = train_run(cfg, data, ref, ctx, "2d-gd")
-            rows += history.rows()
+            histories.append(history)
             section.checks.extend(_two_d_training_checks(history))
             section.seconds += history.seconds
-            section.figures.append(_figure1(out, rows, data, ref))
+            section.figures.append(_figure1(out, history.rows(), data, ref))
         if ctx.wants("linear-fig2"):
             section.figures.append(_figure2(out, data, ref))
 
@@ -359,7 +355,7 @@ def run_group(ctx: RunContext) -> Section:
         ctx.say("overparameterized dataset: W*, W^mm")
         ref, facts = reference(data, base.solver)
         data.save(out / "data" / "overparameterized.npz")
-        save_arrays(out / "data" / "overparameterized_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        write_npz(out / "data" / "overparameterized_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
         section.facts.update(facts)
         section.checks.extend(_geometry_checks(data, ref))
         if ctx.wants("linear-fig3"):
@@ -374,12 +370,13 @@ def run_group(ctx: RunContext) -> Section:
             ctx.say(f"training {run}")
             history = train_run(cfg, data, ref, ctx, run)
             raise_if_failed(history)
-            rows += history.rows()
+            histories.append(history)
             section.seconds += history.seconds
             section.checks.extend(run_checks(run, cfg, history, data, ref))
             finals[run] = history.at()
         if "fig5-ngd" in finals:
             section.checks.extend(_optimizer_comparison(finals))
+        rows = [row for h in histories for row in h.rows()]
         if ctx.wants("linear-fig4"):
             section.figures.append(save(figs.training_figure(rows, "fig4-gd", entropy=data.entropy), out,
                                         "linear-fig4", "GD on the overparameterized dataset (Fig. 4)",
@@ -394,10 +391,8 @@ def run_group(ctx: RunContext) -> Section:
             section.figures.append(fig)
             section.checks.extend(checks)
             section.tables.append(table)
-    write_run(out, config=configs, rows=rows, section=section,
-              extra={"scale": ctx.scale, "seeds": ctx.seeds, "figures": list(FIGURES if ctx.figures is None
-                                                                                 else ctx.figures)})
-    return section
+    return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
+                                                   "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
 def _geometry_checks(data: NTPData, ref: LinearReference) -> list[Check]:

@@ -53,8 +53,8 @@ from ..io import ensure_dir, write_text
 from ..parallel import ExecutorConfig, map_tasks
 from ..report import separability as figs
 from ..report.separability import counting_bound, cover_cdf, dkw_bound, fraction_curve, median_ci, wilson
-from ..results import Check, Section, Table, check_at_least
-from .base import Group, Preset, RunContext, register_group, register_preset, register_trainer, write_run
+from ..results import Check, RunResult, Section, Table, check_at_least
+from .base import Group, Preset, RunContext, register_group, register_preset, register_trainer
 
 METHODS = ("lp", "auto", "dual")
 #: verdicts within this many dimensions of d* are recomputed on the scanned trials
@@ -290,7 +290,7 @@ def config_checks(name: str, results: list[TrialResult]) -> list[Check]:
 
 
 # ------------------------------------------------------------------------------------------------ `train` (a cell)
-def train_separability(cfg: SeparabilityConfig, ctx: RunContext) -> Section:
+def train_separability(cfg: SeparabilityConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` / a sweep cell: the trials of one (V, |S_j|, m), its transition curve and threshold."""
     out = ensure_dir(ctx.out)
     ctx.say(f"{cfg.trials} datasets, {cfg.label}, m = {cfg.m}")
@@ -301,9 +301,7 @@ def train_separability(cfg: SeparabilityConfig, ctx: RunContext) -> Section:
                       seconds=s["seconds"])
     section.checks.extend(config_checks(cfg.label, results))
     section.figures.append(figs.transition_figure(out, figs.read_trials(out / "trials.csv")))
-    write_run(out, config=cfg, rows=_curve_rows(results), section=section,
-              extra={"status": "completed", "final": s})
-    return section
+    return RunResult(section, cfg, summary={"status": "completed", "final": s}, rows=_curve_rows(results))
 
 
 def _curve_rows(results: list[TrialResult]) -> list[dict]:
@@ -349,7 +347,7 @@ def group_configs(scale: str, seeds: int = 1) -> list[SeparabilityConfig]:
             for m in grid["m"] for V, k in grid["configs"]]
 
 
-def run_group(ctx: RunContext) -> Section:
+def run_group(ctx: RunContext) -> RunResult:
     """Phase diagram of NTP-separability: all trials, saved per trial, figures from the saved table, checks."""
     out = ensure_dir(ctx.out)
     configs = group_configs(ctx.scale, ctx.seeds)
@@ -390,12 +388,10 @@ def run_group(ctx: RunContext) -> Section:
         section.figures.append(figs.thresholds_figure(out, saved))
     if ctx.wants("separability-cover") and any(r["V"] == 2 and r["k"] == 1 for r in saved):
         section.figures.append(figs.cover_figure(out, saved))
-    write_run(out, config={f"V{c.V}-k{c.support_size}-m{c.m}": c for c in configs},
-              rows=[row for cfg in configs for row in _curve_rows(
-                  [r for r in results if (r.V, r.k, r.m) == (cfg.V, cfg.support_size, cfg.m)])],
-              section=section, extra={"scale": ctx.scale, "summaries": [
-                  {**asdict(c), **s} for c, s in summaries]})
-    return section
+    return RunResult(section, {f"V{c.V}-k{c.support_size}-m{c.m}": c for c in configs},
+                     summary={"scale": ctx.scale, "summaries": [{**asdict(c), **s} for c, s in summaries]},
+                     rows=[row for cfg in configs for row in _curve_rows(
+                         [r for r in results if (r.V, r.k, r.m) == (cfg.V, cfg.support_size, cfg.m)])])
 
 
 def _finite(reduce, values) -> float | None:

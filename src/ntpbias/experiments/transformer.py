@@ -37,12 +37,12 @@ from ..data.sentences import BUILTIN, NTPSamples, example2_inputs, generate_samp
 from ..data.structure import DatasetStructure, analyze_structure, orthonormality_residual
 from ..errors import DataError
 from ..geometry import transformer as th
-from ..io import ensure_dir, write_json, write_text
+from ..io import ensure_dir, write_json, write_npz, write_text
 from ..models.transformer import EMBEDDINGS, token_embeddings
 from ..parallel import map_values
 from ..report import transformer as figs
 from ..report.figures import save
-from ..results import Check, Section, Table, check_at_least, check_at_most
+from ..results import Check, RunResult, Section, Table, check_at_least, check_at_most
 from ..training.init import INITS
 from ..training.loop import History, TrainConfig
 from ..training.transformer import (
@@ -61,8 +61,6 @@ from .base import (
     register_group,
     register_preset,
     register_trainer,
-    save_arrays,
-    write_run,
 )
 
 DATA_SOURCES = ("sentences", "samples", *BUILTIN, "file")
@@ -343,9 +341,9 @@ def save_runs(out, prefix: str, runs: list[SeedRun]) -> list[dict]:
                 finals["W_kq"] = r.two_stage.W_kq[0]
         else:
             finals = {k: v[0] for k, v in r.joint.params.items()}
-        save_arrays(data_dir / f"{prefix}seed{r.seed}.npz", E=t.E,
-                     W_ov_star=None if t.W_ov_star is None else t.W_ov_star.W,
-                     W_kq_star=None if t.W_kq_star is None else t.W_kq_star.W, **finals)
+        write_npz(data_dir / f"{prefix}seed{r.seed}.npz", E=t.E,
+                  W_ov_star=None if t.W_ov_star is None else t.W_ov_star.W,
+                  W_kq_star=None if t.W_kq_star is None else t.W_kq_star.W, **finals)
         write_json(data_dir / f"{prefix}seed{r.seed}.json", t.samples.to_dict())
         if t.samples.sentences:
             write_text(data_dir / f"{prefix}seed{r.seed}.txt", "\n".join(t.samples.sentences) + "\n")
@@ -796,7 +794,7 @@ def example1_checks(run: SeedRun) -> list[Check]:
 
 
 # ------------------------------------------------------------------------------------------------ `train`
-def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> Section:
+def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` for a transformer config: a run directory with Fig.-2 panels and the theory checks."""
     out = ensure_dir(ctx.out)
     runs = run_config(cfg, ctx)
@@ -834,12 +832,9 @@ def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> Section:
                                     "normalized GD on (W_ov, W_kq) (an ablation: the theory covers Algorithm 1)."))
     if failed is not None:
         section.notes.append(failed.message)
-    write_run(out, config=cfg, rows=rows, section=section,
-              extra={"status": "completed" if failed is None else failed.status,
-                     "message": "" if failed is None else failed.message, "constants": consts})
-    if failed is not None:
-        raise_if_failed(failed)
-    return section
+    return RunResult(section, cfg, [h for r in runs for h in r.histories],
+                     {"status": "completed" if failed is None else failed.status,
+                      "message": "" if failed is None else failed.message, "constants": consts}, failure=failed)
 
 
 register_trainer("transformer", TransformerConfig, train_transformer)
@@ -868,7 +863,7 @@ def _prepare(cfg: TransformerConfig, ctx: RunContext, *, seeds: int | None = Non
     return replace(cfg, seeds=seeds or max(cfg.seeds, ctx.seeds), device=ctx.device)
 
 
-def run_group(ctx: RunContext) -> Section:
+def run_group(ctx: RunContext) -> RunResult:
     """Reproduce paper C's experiment (Fig. 2) and the generalization tables into ``ctx.out``."""
     out = ensure_dir(ctx.out)
     section = Section("transformer", "Paper C: non-asymptotic convergence of a one-layer transformer for NTP",
@@ -877,6 +872,7 @@ def run_group(ctx: RunContext) -> Section:
                                   "separating optimal from non-optimal tokens under each query; the trained model "
                                   "generalizes to unseen inputs through the extended partial orders (Theorem 3).")
     rows: list[dict] = []
+    histories: list[History] = []
     configs: dict[str, TransformerConfig] = {}
 
     def train(name: str, cfg: TransformerConfig, prefix: str) -> list[SeedRun]:
@@ -887,6 +883,7 @@ def run_group(ctx: RunContext) -> Section:
         if failed is not None:
             raise_if_failed(failed)
         rows.extend(row for r in runs for row in r.rows)
+        histories.extend(h for r in runs for h in r.histories)
         section.seconds += sum(r.seconds for r in runs)
         return runs
 
@@ -950,10 +947,8 @@ def run_group(ctx: RunContext) -> Section:
                                     "stage 1 is no longer exactly aligned (spec A2), and one-stage joint normalized "
                                     "GD on (W_ov, W_kq) with step η₀ for T + T_1 steps, on the same datasets."))
         section.tables.append(_ablation_table(unit, joint))
-    write_run(out, config=configs, rows=rows, section=section,
-              extra={"scale": ctx.scale, "seeds": ctx.seeds,
-                     "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
-    return section
+    return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
+                                                   "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
 def _ablation_table(unit: list[SeedRun], joint: list[SeedRun]) -> Table:

@@ -50,21 +50,22 @@ class CellTask:
 
 
 def run_cell(task: CellTask) -> dict:
-    """Train one cell's config with its trainer (``experiments.base.TRAINERS``) into ``task.out``.
+    """Train one cell's config (:func:`ntpbias.api.run_config`) into ``task.out``.
 
     Returns the run's ``final`` values and ``checks`` from its summary.json, and its status (``completed``, or
     ``diverged`` when training produced a non-finite loss: a finding, recorded with the metrics logged so far).
     The run context resumes from the cell's checkpoint when one exists.
     """
+    from ..api import run_config
     from ..errors import TrainingDivergedError
-    from ..experiments import TRAINERS, RunContext
+    from ..experiments import RunContext
 
     cfg = task.config
     out = Path(task.out)
     ctx = RunContext(out=out, resume=True, progress=False, device=getattr(cfg, "device", "cpu"))
     status, message = "completed", ""
     try:
-        TRAINERS[cfg.experiment][1](cfg, ctx)
+        run_config(cfg, ctx)
     except TrainingDivergedError as exc:
         status, message = "diverged", str(exc)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))

@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from ..config import Config, setting
 from ..io import atomic_path
 from .history import History
 from .optimizers import Optimizer
@@ -45,27 +46,14 @@ class Problem(Protocol):
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Loop settings.
+class TrainConfig(Config):
+    """Loop settings (the ``[train]`` table of every training config)."""
 
-    Attributes
-    ----------
-    steps : number of optimizer steps
-    log_points : number of log-spaced logging steps in 1..steps (step 0 and the last step always log)
-    log_every : if > 0, also log every ``log_every`` steps
-    checkpoint_every : if > 0, write a checkpoint every that many steps (one is always written at the end)
-    """
-
-    steps: int = 10_000
-    log_points: int = 60
-    log_every: int = 0
-    checkpoint_every: int = 0
-
-    def __post_init__(self):
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.log_points < 0 or self.log_every < 0 or self.checkpoint_every < 0:
-            raise ValueError("log_points, log_every and checkpoint_every must be >= 0")
+    steps: int = setting(10_000, "number of optimizer steps", ge=1)
+    log_points: int = setting(60, "log-spaced logging steps in 1..steps (step 0 and the last step always log)", ge=0)
+    log_every: int = setting(0, "if > 0, also log every log_every steps", ge=0)
+    checkpoint_every: int = setting(0, "if > 0, checkpoint every that many steps (one is always written at the end)",
+                                    ge=0)
 
 
 def log_steps(config: TrainConfig) -> np.ndarray:

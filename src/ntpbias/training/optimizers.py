@@ -22,44 +22,25 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import require_choice
+from ..config import Config, setting
 
 OPTIMIZERS = ("gd", "ngd", "adam", "adamw")
 NORMALIZATIONS = ("grad", "loss", "excess")
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
-    """Optimizer settings (defaults: paper A's GD, η = 0.5).
+class OptimizerConfig(Config):
+    """Optimizer settings (defaults: paper A's GD, η = 0.5)."""
 
-    Attributes
-    ----------
-    name : "gd" | "ngd" | "adam" | "adamw"
-    lr : step size η
-    betas : Adam's (β1, β2); paper A uses (0.9, 0.99)
-    eps : Adam's ε (paper A leaves it open; standard 1e-8)
-    weight_decay : L2 (adam) or decoupled (adamw) weight decay
-    normalize : normalized GD variant, "grad" | "loss" | "excess"
-    milestones : steps at which η is multiplied by ``lr_decay``
-    lr_decay : step-decay factor
-    """
-
-    name: str = "gd"
-    lr: float = 0.5
-    betas: tuple[float, float] = (0.9, 0.99)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    normalize: str = "grad"
-    milestones: tuple[int, ...] = ()
-    lr_decay: float = 0.1
-
-    def __post_init__(self):
-        require_choice("optimizer", self.name, OPTIMIZERS)
-        require_choice("normalization", self.normalize, NORMALIZATIONS)
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"betas must lie in [0, 1), got {self.betas}")
+    name: str = setting("gd", "the optimizer", choices=OPTIMIZERS)
+    lr: float = setting(0.5, "step size η", gt=0)
+    betas: tuple[float, float] = setting((0.9, 0.99), "Adam's (β1, β2); paper A uses (0.9, 0.99)", ge=0, lt=1)
+    eps: float = setting(1e-8, "Adam's ε (paper A leaves it open; standard 1e-8)", gt=0)
+    weight_decay: float = setting(0.0, "L2 (adam) or decoupled (adamw) weight decay", ge=0)
+    normalize: str = setting("grad", "normalized GD: divide by the gradient norm, the loss, or the loss above its "
+                             "floor", choices=NORMALIZATIONS)
+    milestones: tuple[int, ...] = setting((), "steps at which η is multiplied by lr_decay", ge=1)
+    lr_decay: float = setting(0.1, "step-decay factor", gt=0)
 
 
 def _per_run_norm(tensors) -> torch.Tensor:

@@ -1,0 +1,156 @@
+"""The Python API (``import ntpbias as nb``) and the one place where results become run directories.
+
+A trainer or a ``reproduce`` group (:mod:`ntpbias.experiments`) returns a :class:`~ntpbias.results.RunResult`;
+:func:`save_run` draws its figures, writes ``config.toml``, ``metrics.csv``, ``summary.json`` and ``report.html``, and
+only then raises if the training diverged or was interrupted. The command line, sweeps and notebooks all go through
+these functions.
+
+>>> import ntpbias as nb
+>>> run = nb.train("linear-fig4-gd", out=getfixture("tmp_path") / "gd", set={"train.steps": 200})
+>>> run.history.steps[-1], run.history["loss"].shape
+(np.int64(200), (27, 1))
+>>> nb.load_run(run.out).history["loss"][-1] == run.history["loss"][-1]
+array([ True])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import apply_overrides
+from .errors import DataError
+from .experiments import GROUPS, TRAINERS
+from .experiments.base import RunContext, get_preset, load_run_config, raise_if_failed, resolve_ids
+from .io import ensure_dir, write_json
+from .report import draw, render
+from .results import Check, RunResult, Section, read_metrics_csv, write_run
+from .training.history import History
+
+#: the ``command`` recorded in summary.json for runs started from Python
+PYTHON_COMMAND = "ntpbias Python API"
+
+
+@dataclass
+class Run:
+    """A run directory read back: its config, metric histories by run name, checks and summary.
+
+    ``history`` is the only history of a ``train`` run (for groups, pick one from ``histories``).
+    """
+
+    out: Path
+    config: Any
+    histories: dict[str, History]
+    checks: list[Check]
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def history(self) -> History:
+        if len(self.histories) != 1:
+            raise ValueError(f"{self.out} holds several runs ({', '.join(self.histories)}); use .histories[name]")
+        return next(iter(self.histories.values()))
+
+    @property
+    def passed(self) -> bool:
+        return all(c.verdict != "fail" for c in self.checks)
+
+    def __repr__(self) -> str:
+        counts = {v: sum(c.verdict == v for c in self.checks) for v in ("pass", "fail")}
+        return (f"Run({str(self.out)!r}, runs={list(self.histories)}, checks: {counts['pass']} pass, "
+                f"{counts['fail']} fail)")
+
+
+def save_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
+    """Draw the figures and write every file of a run directory; raise if the run diverged or was interrupted."""
+    out = ensure_dir(out)
+    draw(result.section, out)
+    summary = write_run(out, result, command=command)
+    render(out, [result.section], title=result.section.title, command=command)
+    if result.failure is not None:
+        raise_if_failed(result.failure)
+    return summary
+
+
+def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
+    """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell."""
+    result = TRAINERS[cfg.experiment][1](cfg, ctx)
+    save_run(ctx.out, result, command=command)
+    return result
+
+
+def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda _msg: None) -> list[Section]:
+    """``ntpbias reproduce``: each group into ``ctx.out`` (one group) or ``ctx.out/<group>/`` (several, plus a
+    combined ``report.html`` and ``summary.json``)."""
+    from dataclasses import replace
+
+    chosen = resolve_ids(list(ids))
+    out = ensure_dir(ctx.out)
+    sections, t0 = [], time.perf_counter()
+    for gid, figures in chosen.items():
+        group_dir = out if len(chosen) == 1 else out / gid
+        say(f"[bold]{GROUPS[gid].title}[/]")
+        result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
+        save_run(group_dir, result, command=command)
+        sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
+    if len(chosen) > 1:
+        render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
+        write_json(out / "summary.json", {
+            "command": command, "scale": ctx.scale, "seeds": ctx.seeds, "executor": ctx.executor.describe(),
+            "seconds": time.perf_counter() - t0,
+            "sections": [s.as_dict() for s in sections],
+            "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
+            "passed": all(s.passed for s in sections),
+        })
+    return sections
+
+
+# ---------------------------------------------------------------------------------------------- notebook API
+def train(config: str | Path | Any | None = None, *, out: str | Path, preset: str | None = None,
+          set: dict[str, Any] | None = None, scale: str = "paper", resume: bool = False,  # noqa: A002
+          progress: bool = False) -> Run:
+    """Train a preset (by name), a config file, or a config object into ``out``; returns the run read back.
+
+    ``config`` may be a preset name (``"linear-fig4-gd"``), a TOML path, or a config dataclass; ``set`` overrides
+    values as ``--set`` does (``{"train.steps": 1000, "optimizer.lr": 0.1}``).
+    """
+    if isinstance(config, str) and not config.endswith(".toml"):
+        config, preset = None, config
+    if preset is not None:
+        cfg = get_preset(preset).make(scale)
+    elif isinstance(config, (str, Path)):
+        cfg = load_run_config(config)
+    else:
+        cfg = config
+    cfg = apply_overrides(cfg, [f"{k}={v}" for k, v in (set or {}).items()])
+    ctx = RunContext(out=Path(out), progress=progress, resume=resume, device=cfg.device)
+    run_config(cfg, ctx, command=PYTHON_COMMAND)
+    return load_run(out)
+
+
+def reproduce(ids: list[str] | str = "all", *, out: str | Path, scale: str = "quick", seeds: int = 1,
+              device: str = "cpu", progress: bool = False) -> list[Section]:
+    """Reproduce experiment groups or figures (as ``ntpbias reproduce``); returns their report sections."""
+    ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=progress)
+    return run_groups([ids] if isinstance(ids, str) else list(ids), ctx, command=PYTHON_COMMAND)
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run directory written by ``train`` or ``reproduce``: config, metric histories, checks, summary."""
+    path = Path(path)
+    summary_path = path / "summary.json"
+    if not summary_path.is_file():
+        raise DataError(f"{path}: not a run directory (no summary.json); pass the --out of a train or reproduce run")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    rows = read_metrics_csv(path / "metrics.csv") if (path / "metrics.csv").is_file() else []
+    names = list(dict.fromkeys(r.get("run", "") for r in rows))
+    histories = {name: History.from_rows(rows, name) for name in names}
+    fields = {f.name for f in dataclasses.fields(Check)}
+    checks = [Check(**{k: v for k, v in c.items() if k in fields}) for c in summary.get("checks", [])]
+    config = summary.get("config")
+    if isinstance(config, dict) and config.get("experiment") in TRAINERS:
+        config = load_run_config(path / "config.toml")
+    return Run(out=path, config=config, histories=histories, checks=checks, summary=summary)
