@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from ntpbias.data.sentences import example1, example2_inputs, generate_samples, generate_sentences
+from ntpbias.data.generators import generate_samples, generate_sentences
+from ntpbias.data.sentences import example1, example2_inputs
 from ntpbias.experiments import transformer as ex
 from ntpbias.geometry import transformer as th
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings

@@ -12,12 +12,11 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
+from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import (
     NTPSamples,
     example1,
     example2_inputs,
-    generate_samples,
-    generate_sentences,
     prop2_counterexample,
 )
 from ntpbias.data.structure import NON_COMPARABLE, NON_OPTIMAL, OPTIMAL, analyze_structure

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from ntpbias.data.sentences import NTPSamples, example1, generate_samples, generate_sentences
+from ntpbias.data.generators import generate_samples, generate_sentences
+from ntpbias.data.sentences import NTPSamples, example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.errors import ConfigError, DataError
 from ntpbias.geometry.transformer import wov_star_closed_form

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import (
     EXAMPLE1_SENTENCES,
     NTPSamples,
     example1,
     example2_inputs,
-    generate_samples,
-    generate_sentences,
     prop2_counterexample,
 )
 from ntpbias.data.structure import (

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from ntpbias.data.sentences import NTPSamples, example1, generate_samples, generate_sentences
+from ntpbias.data.generators import generate_samples, generate_sentences
+from ntpbias.data.sentences import NTPSamples, example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.errors import DataError
 from ntpbias.experiments import transformer as ex

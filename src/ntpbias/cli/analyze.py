@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from . import _console, cli, load_ntp_data
+from ._common import _console, cli, load_ntp_data
 
 
 def _fmt(x) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from . import _console, cli
+from ._common import _console, cli
 
 
 @cli.command()

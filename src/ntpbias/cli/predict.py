@@ -6,7 +6,7 @@ import json
 
 import click
 
-from . import cli
+from ._common import cli
 
 
 @cli.command()

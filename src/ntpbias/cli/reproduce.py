@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..experiments.base import SCALES
-from . import _console, cli, command_line, print_checks
+from ._common import _console, cli, command_line, print_checks
 
 
 @cli.command()

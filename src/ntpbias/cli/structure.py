@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from . import cli
+from ._common import cli
 
 #: Violations shown per check in the table output (the JSON lists all).
 SHOWN = 5

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from . import _console, cli
+from ._common import _console, cli
 
 
 @cli.command()

@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from . import _console, cli, command_line, print_checks
+from ._common import _console, cli, command_line, print_checks
 
 
 @cli.command()

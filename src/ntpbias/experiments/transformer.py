@@ -33,7 +33,8 @@ import torch
 
 from .._tensor import resolve_device, to_numpy
 from ..config import require_choice
-from ..data.sentences import BUILTIN, NTPSamples, example2_inputs, generate_samples, generate_sentences
+from ..data.generators import generate_samples, generate_sentences
+from ..data.sentences import BUILTIN, NTPSamples, example2_inputs
 from ..data.structure import DatasetStructure, analyze_structure, orthonormality_residual
 from ..errors import DataError
 from ..geometry import transformer as th

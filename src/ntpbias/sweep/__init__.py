@@ -10,8 +10,9 @@ so that experiment modules can import the executors), never the CLI.
 """
 
 from .report import aggregate
-from .runner import SweepResult, read_results, run_sweep
+from .runner import run_sweep
 from .spec import Axis, Cell, SweepSpec, load_sweep, parse_sweep
+from .table import SweepResult, read_results
 
 __all__ = ["Axis", "Cell", "SweepResult", "SweepSpec", "aggregate", "load_sweep", "parse_sweep", "read_results",
            "run_sweep"]

@@ -17,8 +17,8 @@ import numpy as np
 from .. import __version__
 from ..io import write_json
 from ..results import Section, Table
-from .runner import DONE, TAIL, SweepResult, as_number
 from .spec import SweepSpec
+from .table import DONE, TAIL, SweepResult, as_number, front_columns
 
 #: at most this many metric figures per sweep report
 MAX_FIGURES = 12
@@ -70,7 +70,6 @@ def numeric_metrics(rows: list[dict[str, str]], front: tuple[str, ...]) -> tuple
 def write_report(spec: SweepSpec, result: SweepResult, *, command: str = "") -> Section:
     """Write ``figures/sweep-*.png|svg``, ``summary.json`` and ``report.html`` of a sweep's output directory."""
     from ..report.html import render
-    from .runner import front_columns
 
     out, rows = result.out, result.rows
     front = front_columns(spec)

@@ -17,27 +17,23 @@ traceback in ``cells/<cell>/error.txt``) and the sweep goes on.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError
 from ..io import ensure_dir, write_text
 from ..parallel import TaskOutcome, map_tasks
+from .report import write_report
 from .spec import Cell, SweepSpec, format_value
+from .table import DONE, RESULTS, SweepResult, front_columns, read_results, results_csv
 
-RESULTS = "results.csv"
 LOCK = ".sweep.lock"
-#: statuses of a finished cell that a resumed sweep keeps (``failed`` is retried with ``retry_failed``)
-DONE = ("completed", "diverged")
-TAIL = ("checks_passed", "checks_total", "status", "seconds", "error", "run_dir", "config_hash")
 
 
 @dataclass(frozen=True)
@@ -71,54 +67,6 @@ def run_cell(task: CellTask) -> dict:
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {"status": status, "message": message, "final": summary.get("final", {}),
             "checks": summary.get("checks", [])}
-
-
-@dataclass
-class SweepResult:
-    """What :func:`run_sweep` did: the results rows (strings, as in results.csv) and the status counts."""
-
-    out: Path
-    rows: list[dict[str, str]]
-    counts: dict[str, int] = field(default_factory=dict)
-    ran: int = 0
-    seconds: float = 0.0
-
-    @property
-    def failed(self) -> int:
-        return self.counts.get("failed", 0)
-
-
-# ------------------------------------------------------------------------------------------------ results table
-def read_results(path: str | Path) -> list[dict[str, str]]:
-    """Rows of a results.csv (values as strings; empty cells are "")."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        return [dict(r) for r in csv.DictReader(fh)]
-
-
-def results_csv(rows: list[dict[str, str]], front: tuple[str, ...]) -> str:
-    """CSV text: ``front`` columns, then the metric columns in first-seen order, then :data:`TAIL`."""
-    cols = list(front)
-    for r in rows:
-        cols.extend(k for k in r if k not in cols and k not in TAIL)
-    cols.extend(TAIL)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=cols, restval="", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-def as_number(text: str) -> float | None:
-    """A results.csv value as a float (booleans as 0/1), or None when it is not a number."""
-    if text in ("true", "false", "True", "False"):
-        return float(text in ("true", "True"))
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def _metric(value) -> str:
@@ -155,12 +103,6 @@ def _collect(record: dict, names: tuple[str, ...], checks: bool) -> tuple[dict[s
         out["checks_passed"] = str(sum(bool(c.get("passed")) for c in cks))
         out["checks_total"] = str(len(cks))
     return out, missing
-
-
-def front_columns(spec: SweepSpec) -> tuple[str, ...]:
-    keys = spec.axis_keys
-    seed = () if "seed" in keys or not hasattr(spec.base, "seed") else ("seed",)
-    return ("cell", *keys, *seed)
 
 
 def _base_row(cell: Cell, spec: SweepSpec) -> dict[str, str]:
@@ -290,8 +232,6 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, retry_failed: bool = False,
         counts = {s: sum(r.get("status") == s for r in ordered) for s in ("completed", "diverged", "failed")}
         result = SweepResult(out, ordered, counts, ran, time.perf_counter() - t0)
         if report:
-            from .report import write_report
-
             write_report(spec, result, command=command)
         return result
 
