@@ -89,3 +89,15 @@ def dkw_bound(n: int, alpha: float = 1e-3) -> float:
     0.1378
     """
     return math.sqrt(math.log(2 / alpha) / (2 * n))
+
+
+def cover_cdf(m: int, d) -> np.ndarray:
+    """Cover (1965): P(m Gaussian points with random ±1 labels are homogeneously separable in R^d) = P(d* <= d).
+
+    C(m, d) / 2^m with C(m, d) = 2 Σ_{i<d} binom(m-1, i), i.e. P(Bin(m-1, 1/2) <= d-1) (0 at d = 0).
+
+    >>> float(cover_cdf(3, np.array(2)))  # 3 points in the plane: 6 of the 8 labelings are separable
+    0.75
+    """
+    d = np.asarray(d)
+    return np.where(d >= 1, _sp.binom.cdf(d - 1, m - 1, 0.5), 0.0)

@@ -18,7 +18,8 @@ from ntpbias.experiments import separability as sep
 from ntpbias.experiments.base import RunContext
 from ntpbias.geometry.separability import ntp_separability
 from ntpbias.geometry.subspace import subspace
-from ntpbias.report.separability import cover_cdf, dkw_bound, fraction_curve, median_ci, read_trials, wilson
+from ntpbias.experiments.separability import read_trials
+from ntpbias.stats import cover_cdf, dkw_bound, fraction_curve, median_ci, wilson
 
 
 def test_cover_function_counting_theorem_exactly():

@@ -168,3 +168,15 @@ def dim_F(data: NTPData) -> int:
     if MMt is None:
         return R
     return R - (n_null - int(torch.linalg.matrix_rank(MMt, hermitian=True, rtol=RANK_RTOL ** 2)))
+
+
+def counting_bound(V: int, k: int) -> float:
+    """(k - 1)/(V - 1): the smallest d/m at which data with |S_j| = k and generic probabilities can be NTP_H-compatible.
+
+    Every generator (e_z - e_z') h̄_j^T of F has zero column sums, so dim F <= (V - 1) d, while compatibility with
+    generic in-support probabilities needs dim F = m (k - 1) (our derivation; see docs/paper-a-linear-ntp.md).
+
+    >>> counting_bound(10, 6)
+    0.5555555555555556
+    """
+    return (k - 1) / (V - 1)

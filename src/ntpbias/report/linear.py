@@ -7,6 +7,7 @@ import numpy as np
 
 from ..results import series
 from .figures import band, new_figure, styled
+from .plots import plot
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 
@@ -42,6 +43,7 @@ def training_panels(axes, rows: list[dict], run: str, *, entropy: float, title: 
         ax_norm.set_title(title)
 
 
+@plot("linear.training")
 def training_figure(rows: list[dict], run: str, *, entropy: float, title: str = ""):
     """A standalone 2x2 training figure."""
     fig, axes = new_figure(2, 2)
@@ -72,6 +74,7 @@ def geometry_2d(ax, H: np.ndarray, P: np.ndarray, W_mm: np.ndarray, contexts, vo
     ax.set_title("contexts h_j (black) and rows of W^mm")
 
 
+@plot("linear.two_d")
 def two_d_figure(H: np.ndarray, P: np.ndarray, W_mm: np.ndarray, contexts, vocab, rows: list[dict], run: str, *,
                  entropy: float):
     """Fig. 1: the 2D geometry (left) next to the 2x2 training panels of ``run`` (right)."""
@@ -112,6 +115,7 @@ def word_vectors(ax, W: np.ndarray, vocab, title: str) -> None:
     ax.set_title(title)
 
 
+@plot("linear.context_distributions")
 def context_distributions(P: np.ndarray, picks: np.ndarray, vocab):
     """Fig. 3: bar plots of the next-token distributions of the picked contexts (x-axis: their support)."""
     n = len(picks)
@@ -127,6 +131,7 @@ def context_distributions(P: np.ndarray, picks: np.ndarray, vocab):
     return fig
 
 
+@plot("linear.regpath")
 def regularization_path_figure(B: np.ndarray, cos: np.ndarray, f_err: np.ndarray, attained: np.ndarray):
     """cos(Ŵ_B, W^mm) and ||P_F(Ŵ_B) - W*||/||W*|| against the norm bound B (open markers: not attained)."""
     fig, axes = new_figure(1, 2)
@@ -139,4 +144,23 @@ def regularization_path_figure(B: np.ndarray, cos: np.ndarray, f_err: np.ndarray
         ax.set_ylabel(label)
         ax.legend()
     axes[0, 1].set_yscale("log")
+    return fig
+
+
+@plot("linear.supports_vs_probabilities")
+def supports_vs_probabilities(P: np.ndarray, W_mm: np.ndarray, W_star: np.ndarray, contexts, vocab):
+    """Fig. 2: P as a heatmap, rows of W^mm, rows of W*."""
+    fig, axes = new_figure(1, 3, width=3.0, height=2.8)
+    probability_heatmap(axes[0, 0], P, contexts, vocab)
+    word_vectors(axes[0, 1], W_mm, vocab, "rows of W^mm")
+    word_vectors(axes[0, 2], W_star, vocab, "rows of W*")
+    return fig
+
+
+@plot("linear.optimizers")
+def optimizers_figure(rows: list[dict], *, entropy: float):
+    """Fig. 5: the training panels of normalized GD (left) and Adam (right)."""
+    fig, axes = new_figure(2, 4)
+    training_panels(axes[:, :2], rows, "fig5-ngd", entropy=entropy, title="normalized GD")
+    training_panels(axes[:, 2:], rows, "fig5-adam", entropy=entropy, title="Adam")
     return fig

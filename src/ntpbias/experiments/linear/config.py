@@ -1,0 +1,134 @@
+"""Paper A's run config (one form: top-level keys, then ``data``, ``model``, ``optimizer``, ``train`` tables) and
+its presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+import torch
+
+from ...config import Config, require_choice, setting
+from ...data.ntp import NTPData
+from ...data.synthetic import random_ntp, two_d_example
+from ...training.loop import TrainConfig
+from ...training.optimizers import OptimizerConfig
+from ..base import Preset, RunConfig, register_preset
+
+DATA_SOURCES = ("random", "two_d", "file")
+INITS = ("lecun_normal", "lecun_uniform", "zeros")
+SAMPLE_OVER = ("contexts", "samples")
+
+
+@dataclass(frozen=True)
+class LinearDataConfig:
+    """Which NTP data to train on.
+
+    Attributes
+    ----------
+    source : "random" (paper A's generator), "two_d" (the 2D example) or "file" (an .npz or sequences file)
+    m, d, V, support_size, embedding_scale, dirichlet, pi : the random generator's settings (defaults: Figs. 3-5)
+    seed : the dataset's seed (random supports, probabilities and embeddings; the 2D example's probabilities)
+    path, context_length, autoregressive, embedding : for ``source="file"`` (as in ``ntpbias analyze``)
+    """
+
+    source: str = "random"
+    m: int = 50
+    d: int = 60
+    V: int = 10
+    support_size: int = 6
+    embedding_scale: float = 1.0
+    dirichlet: float = 1.0
+    pi: str = "uniform"
+    seed: int = 0
+    path: str = ""
+    context_length: int = 0
+    autoregressive: bool = False
+    embedding: str = "onehot"
+
+    def __post_init__(self):
+        require_choice("data.source", self.source, DATA_SOURCES)
+        if self.source == "file" and not self.path:
+            raise ValueError("data.source = 'file' needs data.path")
+        if self.source == "random" and not (1 <= self.support_size <= self.V and self.m >= 1 and self.d >= 1):
+            raise ValueError(f"need m, d >= 1 and 1 <= support_size <= V; got m={self.m}, d={self.d}, "
+                             f"V={self.V}, support_size={self.support_size}")
+
+    def build(self, dtype: torch.dtype = torch.float64) -> NTPData:
+        if self.source == "random":
+            return random_ntp(self.m, self.d, self.V, self.support_size, seed=self.seed,
+                              embedding_scale=self.embedding_scale, dirichlet=self.dirichlet, pi=self.pi, dtype=dtype)
+        if self.source == "two_d":
+            return two_d_example(seed=self.seed, dtype=dtype)
+        from ...data.sequences import load_sequences
+
+        if self.path.endswith(".npz"):
+            return NTPData.load(self.path, dtype=dtype)
+        return load_sequences(self.path, context_length=self.context_length or None,
+                              autoregressive=self.autoregressive, embedding=self.embedding, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class LinearModelConfig(Config):
+    """The linear model W (V x d) of paper A, eq. (1): its initialization and the solver of its limit direction."""
+
+    init: str = setting("lecun_normal", "initialization of W (decision A-D4: LeCun normal N(0, 1/d))", choices=INITS)
+    solver: str = setting("auto", "NTP-SVM backend for the reference direction W^mm")
+
+
+@dataclass(frozen=True)
+class LinearTrainConfig(TrainConfig):
+    """The loop settings plus minibatching (0 = full batch, the paper's GD)."""
+
+    batch_size: int = setting(0, "SGD minibatch size (0 = full batch)", ge=0)
+    sample_over: str = setting("contexts", "what a minibatch samples: distinct contexts or samples",
+                               choices=SAMPLE_OVER)
+
+
+@dataclass(frozen=True)
+class LinearConfig(RunConfig):
+    """One training run of a linear next-token predictor (``ntpbias train``; the defaults are Fig. 4's).
+
+    ``seed`` seeds the first run's initialization (and SGD sampling); run b uses ``seed + b``; the ``seeds`` runs are
+    trained at once (batched) on one dataset, fixed by ``data.seed``.
+    """
+
+    experiment: str = setting("linear", "always linear", choices=("linear",))
+    data: LinearDataConfig = field(default_factory=LinearDataConfig)
+    model: LinearModelConfig = field(default_factory=LinearModelConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: LinearTrainConfig = field(default_factory=LinearTrainConfig)
+
+    moved: ClassVar[dict[str, str]] = {"init": "model.init", "solver": "model.solver",
+                                       "batch_size": "train.batch_size", "sample_over": "train.sample_over"}
+
+
+# ------------------------------------------------------------------------------------------------ presets
+FIG4 = LinearConfig()
+FIG5_NGD = replace(FIG4, optimizer=OptimizerConfig(name="ngd", lr=0.01))
+FIG5_ADAM = replace(FIG4, optimizer=OptimizerConfig(name="adam", lr=0.01, betas=(0.9, 0.99)))
+TWO_D = LinearConfig(data=LinearDataConfig(source="two_d"), train=LinearTrainConfig(steps=100_000))
+TWO_D_QUICK_STEPS = 10_000
+REGPATH_B = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
+
+
+SMOKE_STEPS = 300
+
+
+def scaled(cfg: LinearConfig, scale: str) -> LinearConfig:
+    """A preset at ``scale``: paper and quick keep the paper's 10^4 steps (they take seconds), except the 2D
+    example's 10^5 (quick: 10^4); smoke runs 300 steps."""
+    if scale == "smoke":
+        return replace(cfg, train=replace(cfg.train, steps=min(cfg.train.steps, SMOKE_STEPS), log_points=20))
+    if scale == "quick" and cfg.data.source == "two_d":
+        return replace(cfg, train=replace(cfg.train, steps=TWO_D_QUICK_STEPS))
+    return cfg
+
+
+for _name, _desc, _cfg in (
+    ("linear-2d", "Fig. 1: GD (η=0.5) on the 2D example (d=2, m=3, V=5); 10^5 steps (quick: 10^4)", TWO_D),
+    ("linear-fig4-gd", "Fig. 4: GD (η=0.5) on m=50, d=60, V=10, |S_j|=6, 10^4 steps", FIG4),
+    ("linear-fig5-ngd", "Fig. 5 (left): normalized GD (η=0.01), same data, 10^4 steps", FIG5_NGD),
+    ("linear-fig5-adam", "Fig. 5 (right): Adam (η=0.01, β=(0.9, 0.99)), same data, 10^4 steps", FIG5_ADAM),
+):
+    register_preset(Preset(_name, _desc, lambda scale, cfg=_cfg: scaled(cfg, scale)))

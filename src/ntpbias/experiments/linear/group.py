@@ -1,0 +1,181 @@
+"""``reproduce linear``: paper A's figures, tables and checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..._tensor import to_numpy
+from ...data.ntp import NTPData
+from ...geometry.regpath import regularization_path
+from ...io import ensure_dir, write_npz
+from ...metrics import cosine
+from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_least
+from ...training.history import History
+from ...training.linear import LinearReference
+from ..base import Group, RunContext, raise_if_failed, register_group
+from .checks import (
+    _geometry_checks,
+    _optimizer_comparison,
+    _two_d_checks,
+    _two_d_training_checks,
+    run_checks,
+)
+from .config import FIG4, FIG5_ADAM, FIG5_NGD, REGPATH_B, TWO_D, LinearConfig, scaled
+from .runs import _data_for, _prepare, reference, train_run
+
+FIGURES = {
+    "linear-fig1": "2D example: contexts, W^mm rows and hyperplanes; GD training panels",
+    "linear-fig2": "2D example: P heatmap, rows of W^mm, rows of W*",
+    "linear-fig3": "eight random contexts of the overparameterized dataset",
+    "linear-fig4": "GD on the overparameterized dataset (CE, norm, correlations, F-part)",
+    "linear-fig5": "normalized GD and Adam on the same dataset",
+    "linear-regpath": "regularization path: alignment and F-part against the norm bound B",
+}
+
+
+def run_group(ctx: RunContext) -> RunResult:
+    """Reproduce paper A's experiments into ``ctx.out`` (a run directory)."""
+    out = ensure_dir(ctx.out)
+    section = Section("linear", "Paper A: implicit bias of next-token prediction in linear models",
+                      description="Thrampoulidis, NeurIPS 2024. GD, normalized GD and Adam on fixed context "
+                                  "embeddings converge in direction to the NTP-SVM solution W^mm while their "
+                                  "F-component converges to W*.")
+    histories: list[History] = []
+    configs: dict[str, LinearConfig] = {}
+    ensure_dir(out / "data")
+
+    if ctx.wants("linear-fig1") or ctx.wants("linear-fig2"):
+        cfg = _prepare(scaled(TWO_D, ctx.scale), ctx)
+        data = _data_for(cfg)
+        ctx.say("2D example: W*, W^mm")
+        ref, facts = reference(data, cfg.model.solver)
+        data.save(out / "data" / "two_d.npz")
+        write_npz(out / "data" / "two_d_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        section.tables.append(Table("2D example dataset", ("quantity", "value"), tuple(facts.items())))
+        section.checks.extend(_two_d_checks(data, ref))
+        if ctx.wants("linear-fig1"):
+            configs["2d-gd"] = cfg
+            ctx.say("2D example: GD")
+            history = train_run(cfg, data, ref, ctx, "2d-gd")
+            histories.append(history)
+            section.checks.extend(_two_d_training_checks(history))
+            section.seconds += history.seconds
+            section.plots.append(_figure1(history.rows(), data, ref))
+        if ctx.wants("linear-fig2"):
+            section.plots.append(_figure2(data, ref))
+
+    needs_main = any(ctx.wants(f) for f in ("linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath"))
+    if needs_main:
+        base = _prepare(scaled(FIG4, ctx.scale), ctx)
+        data = _data_for(base)
+        ctx.say("overparameterized dataset: W*, W^mm")
+        ref, facts = reference(data, base.model.solver)
+        data.save(out / "data" / "overparameterized.npz")
+        write_npz(out / "data" / "overparameterized_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        section.facts.update(facts)
+        section.checks.extend(_geometry_checks(data, ref))
+        if ctx.wants("linear-fig3"):
+            section.plots.append(_figure3(data, base.data.seed))
+        finals = {}
+        for run, preset, fig in (("fig4-gd", FIG4, "linear-fig4"), ("fig5-ngd", FIG5_NGD, "linear-fig5"),
+                                 ("fig5-adam", FIG5_ADAM, "linear-fig5")):
+            if not ctx.wants(fig) and not (run == "fig4-gd" and ctx.wants("linear-fig5")):
+                continue
+            cfg = _prepare(scaled(preset, ctx.scale), ctx)
+            configs[run] = cfg
+            ctx.say(f"training {run}")
+            history = train_run(cfg, data, ref, ctx, run)
+            raise_if_failed(history)
+            histories.append(history)
+            section.seconds += history.seconds
+            section.checks.extend(run_checks(run, cfg, history, data, ref))
+            finals[run] = history.at()
+        if "fig5-ngd" in finals:
+            section.checks.extend(_optimizer_comparison(finals))
+        rows = [row for h in histories for row in h.rows()]
+        if ctx.wants("linear-fig4"):
+            section.plots.append(FigureSpec(
+                "linear-fig4", "GD on the overparameterized dataset (Fig. 4)",
+                "Upper: CE against the entropy lower bound H and the norm growth (Lemma 2). Lower: correlation of "
+                "W^mm with W_k and with the corrected W_k - W*, and the relative distance of P_F(W_k) to W* (Thm 2).",
+                "linear.training", {"rows": rows, "run": "fig4-gd", "entropy": data.entropy}))
+        if ctx.wants("linear-fig5"):
+            section.plots.append(_figure5(rows, data))
+        if ctx.wants("linear-regpath"):
+            ctx.say("regularization path")
+            fig, checks, table = _regpath(data, ref, REGPATH_B[:3] if ctx.scale == "smoke" else REGPATH_B)
+            section.plots.append(fig)
+            section.checks.extend(checks)
+            section.tables.append(table)
+    return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
+                                                   "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
+
+
+def _figure1(rows, data: NTPData, ref: LinearReference) -> FigureSpec:
+    return FigureSpec(
+        "linear-fig1", "The 2D example (Fig. 1)",
+        "Left: context embeddings A, B, C with their support sets, rows w_v of W^mm (stars) and the hyperplanes "
+        "orthogonal to them (dotted). Right: GD training (loss vs entropy, norm, correlations with W^mm, F-part "
+        "error).",
+        "linear.two_d", {"H": to_numpy(data.H), "P": to_numpy(data.P), "W_mm": to_numpy(ref.W_mm),
+                         "contexts": data.contexts, "vocab": data.vocab, "rows": rows, "run": "2d-gd",
+                         "entropy": data.entropy})
+
+
+def _figure2(data: NTPData, ref: LinearReference) -> FigureSpec:
+    return FigureSpec(
+        "linear-fig2", "Support patterns versus probabilities (Fig. 2)",
+        "W^mm depends only on the support pattern (tokens 1 and 5 share one, so w_1 = w_5), while W* depends on the "
+        "in-support probabilities; the two lie in orthogonal subspaces.", "linear.supports_vs_probabilities",
+        {"P": to_numpy(data.P), "W_mm": to_numpy(ref.W_mm), "W_star": to_numpy(ref.F.W_star),
+         "contexts": data.contexts, "vocab": data.vocab})
+
+
+def _figure3(data: NTPData, seed: int) -> FigureSpec:
+    picks = np.sort(np.random.default_rng(seed).choice(data.m, size=min(8, data.m), replace=False))
+    return FigureSpec("linear-fig3", "Eight random contexts (Fig. 3)",
+                      f"Next-token distributions p̂_j over their supports (|S_j| = {int(data.support_sizes[0])}) for "
+                      f"eight contexts of the overparameterized dataset (H = {data.entropy:.4f} nats).",
+                      "linear.context_distributions",
+                      {"P": to_numpy(data.P), "picks": picks, "vocab": data.vocab or [str(v) for v in range(data.V)]})
+
+
+def _figure5(rows, data: NTPData) -> FigureSpec:
+    return FigureSpec("linear-fig5", "Normalized GD and Adam (Fig. 5)",
+                      "The same panels as Fig. 4 for normalized GD (left, η = 0.01) and Adam (right, η = 0.01, "
+                      "β = (0.9, 0.99)): the same implicit bias, reached faster than GD.", "linear.optimizers",
+                      {"rows": rows, "entropy": data.entropy})
+
+
+def _regpath(data: NTPData, ref: LinearReference, B_values):
+    points = regularization_path(data, B_values)
+    B = np.array([p.B for p in points])
+    W = torch.stack([p.W for p in points])
+    cos = to_numpy(cosine(W, ref.W_mm[None]))
+    f_err = np.array([float(torch.linalg.vector_norm(ref.F.project(p.W) - ref.F.W_star)) / ref.F.norm_W_star
+                      for p in points])
+    attained = np.array([p.attained for p in points])
+    fig = FigureSpec("linear-regpath", "Regularization path (Thm 1)",
+                     "The norm-constrained minimizers Ŵ_B align with W^mm and their F-component converges to W* as B "
+                     "grows.", "linear.regpath", {"B": B, "cos": cos, "f_err": f_err, "attained": attained})
+    src = "Thm 1 of paper A; spec 12.10"
+    i20 = int(np.argmin(np.abs(B - 20)))
+    checks = [
+        Check("regpath: ||Ŵ_B|| = B", "the constrained minimizer lies on the sphere (attained to 1e-7)",
+              f"{int(attained.sum())}/{len(B)} attained", "all B", bool(attained.all()), src),
+        Check("regpath: alignment monotone", "cos(Ŵ_B, W^mm) non-decreasing in B", float(cos[-1]),
+              "non-decreasing", bool(np.all(np.diff(cos) >= -1e-9)), src),
+        check_at_least(f"regpath: alignment at B = {B[i20]:g}", "cos(Ŵ_B, W^mm) -> 1 (0.95 calibrated at B = 20)",
+                       float(cos[i20]), 0.95, src),
+        Check("regpath: F-part", "||P_F(Ŵ_B) - W*|| / ||W*|| decreases to 0", float(f_err[-1]), "decreasing",
+              bool(np.all(np.diff(f_err) < 0)), "Lemma 4.5 of paper A"),
+    ]
+    table = Table("Regularization path", ("B", "||Ŵ_B||", "cos(Ŵ_B, W^mm)", "F-part rel. error", "KKT residual",
+                                          "attained"),
+                  tuple((p.B, p.norm, float(c), float(f), p.kkt_residual, p.attained)
+                        for p, c, f in zip(points, cos, f_err, strict=True)))
+    return fig, checks, table
+
+
+register_group(Group("linear", "Paper A: linear NTP", FIGURES, run_group))

@@ -1,0 +1,212 @@
+"""The trials: one random dataset each, its critical dimensions by bisection, and the saved per-trial table.
+
+``trials.csv`` has one row per dataset: ``V, k, m, trial, d_sep, d_comp`` (critical dimensions), ``solves``,
+``certified``, compatibility residuals, ``scanned``, ``consistent``, ``seconds``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...data.ntp import NTPData
+from ...data.synthetic import random_ntp
+from ...geometry.separability import ntp_separability
+from ...geometry.subspace import counting_bound, subspace
+from ...parallel import ExecutorConfig, map_tasks
+from ...stats import median_ci
+from .config import SeparabilityConfig
+
+#: verdicts within this many dimensions of d* are recomputed on the scanned trials
+SCAN_WIDTH = 3
+INT_COLUMNS = ("V", "k", "m", "trial", "d_sep", "d_comp", "solves", "certified")
+BOOL_COLUMNS = ("scanned", "consistent")
+
+
+# ------------------------------------------------------------------------------------------------ one trial
+@dataclass(frozen=True)
+class Trial:
+    """One dataset of a configuration (picklable: a task for the executors)."""
+
+    V: int
+    k: int
+    m: int
+    seed: int
+    trial: int
+    dirichlet: float = 1.0
+    method: str = "lp"
+    scan: bool = False
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """Critical dimensions of one dataset and what it took to find them.
+
+    Attributes
+    ----------
+    d_sep, d_comp : smallest d with NTP-separable / NTP_H-compatible data (d_comp = 0 for one-hot supports)
+    solves, certified : separability verdicts computed and how many carried a certificate within tolerance
+    residual_compatible, residual_incompatible : largest compatibility residual among compatible verdicts and
+        smallest among incompatible ones (NaN when none)
+    scanned, consistent : whether the consistency scan ran, and whether its verdicts switched exactly at d*
+    seconds : time of the trial
+    """
+
+    V: int
+    k: int
+    m: int
+    trial: int
+    d_sep: int
+    d_comp: int
+    solves: int
+    certified: int
+    residual_compatible: float
+    residual_incompatible: float
+    scanned: bool
+    consistent: bool
+    seconds: float
+
+
+def trial_seed(seed: int, V: int, k: int, m: int, trial: int) -> int:
+    """The dataset seed of a trial: independent streams for every (seed, V, k, m, trial)."""
+    return int(np.random.SeedSequence([seed, V, k, m, trial]).generate_state(1)[0])
+
+
+def trial_dataset(task: Trial, d: int | None = None) -> NTPData:
+    """The trial's dataset restricted to its first ``d`` embedding coordinates (all m by default)."""
+    full = random_ntp(task.m, task.m, task.V, task.k, seed=trial_seed(task.seed, task.V, task.k, task.m, task.trial),
+                      dirichlet=task.dirichlet)
+    return full if d is None or d == task.m else NTPData.from_arrays(full.H[:, :d], full.P, full.pi)
+
+
+def critical_dimensions(task: Trial) -> TrialResult:
+    """Bisect on d for the trial's critical dimensions (module docstring); optionally scan around them."""
+    t0 = time.perf_counter()
+    full = trial_dataset(task)
+    cache: dict[int, NTPData] = {}
+    sep: dict[int, bool] = {0: False}
+    comp: dict[int, bool] = {0: task.k == 1}
+    counts = {"solves": 0, "certified": 0}
+    residuals: dict[bool, list[float]] = {True: [], False: []}
+
+    def data_at(d: int) -> NTPData:
+        if d not in cache:
+            cache[d] = full if d == task.m else NTPData.from_arrays(full.H[:, :d], full.P, full.pi)
+        return cache[d]
+
+    def separable(d: int) -> bool:
+        if d not in sep:
+            result = ntp_separability(data_at(d), method=task.method)
+            sep[d] = result.separable
+            counts["solves"] += 1
+            counts["certified"] += bool(result.certified)
+        return sep[d]
+
+    def compatible(d: int) -> bool:
+        if d not in comp:
+            F = subspace(data_at(d))
+            comp[d] = F.compatible
+            residuals[F.compatible].append(F.compatibility_residual)
+        return comp[d]
+
+    d_sep = _smallest_true(separable, 0, task.m)
+    d_comp = 0 if task.k == 1 else _smallest_true(compatible, 0, task.m)
+    consistent = True
+    if task.scan:
+        for pred, d_star in ((separable, d_sep), (compatible, d_comp)):
+            ds = set(range(max(1, d_star - SCAN_WIDTH), min(task.m, d_star + SCAN_WIDTH) + 1)) | {task.m}
+            for d in sorted(ds):
+                consistent &= pred(d) == (d >= d_star)
+    return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, counts["solves"], counts["certified"],
+                       max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
+                       task.scan, bool(consistent), time.perf_counter() - t0)
+
+
+def _smallest_true(pred, lo: int, hi: int) -> int:
+    """Smallest d in (lo, hi] with pred(d), for pred monotone, pred(lo) false and pred(hi) assumed true."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if pred(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inprocess") -> list[TrialResult]:
+    """Every trial of ``cfg`` on ``executor``, in trial order (a failed trial raises SolverError)."""
+    from ...errors import SolverError
+
+    tasks = [Trial(cfg.V, cfg.support_size, cfg.m, cfg.seed, t, cfg.dirichlet, cfg.method, t < cfg.scan)
+             for t in range(cfg.trials)]
+    results: list[TrialResult | None] = [None] * len(tasks)
+    for outcome in map_tasks(critical_dimensions, tasks, executor=executor):
+        if not outcome.ok:
+            raise SolverError(f"separability trial {outcome.index} of {cfg.label}, m={cfg.m} failed: {outcome.error}")
+        results[outcome.index] = outcome.value
+    return results  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+def summarize(results: list[TrialResult]) -> dict:
+    """Threshold estimates and solver counts of one configuration's trials."""
+    m = results[0].m
+    r_sep = np.array([r.d_sep for r in results]) / m
+    r_comp = np.array([r.d_comp for r in results]) / m
+    med, lo, hi = median_ci(r_sep)
+    cmed, clo, chi = median_ci(r_comp)
+    solves = sum(r.solves for r in results)
+    scanned = [r for r in results if r.scanned]
+    res_c = [r.residual_compatible for r in results if not math.isnan(r.residual_compatible)]
+    res_i = [r.residual_incompatible for r in results if not math.isnan(r.residual_incompatible)]
+    return {
+        "trials": len(results), "threshold": med, "threshold_low": lo, "threshold_high": hi,
+        "threshold_mean": float(r_sep.mean()), "threshold_std": float(r_sep.std(ddof=1)) if len(results) > 1 else 0.0,
+        "compatible_threshold": cmed, "compatible_threshold_low": clo, "compatible_threshold_high": chi,
+        "counting_bound": counting_bound(results[0].V, results[0].k),
+        "lp_solves": solves, "certified": sum(r.certified for r in results),
+        "certified_fraction": sum(r.certified for r in results) / max(solves, 1),
+        "scanned": len(scanned), "consistent": sum(r.consistent for r in scanned),
+        "max_residual_compatible": max(res_c, default=math.nan),
+        "min_residual_incompatible": min(res_i, default=math.nan),
+        "seconds": sum(r.seconds for r in results),
+    }
+
+
+
+# ------------------------------------------------------------------------------------------------ the saved table
+def trials_csv(results) -> str:
+    """CSV text of per-trial results (dataclass instances)."""
+    rows = [dataclasses.asdict(r) for r in results]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+    return buf.getvalue()
+
+
+def read_trials(path: str | Path) -> list[dict]:
+    """Rows of a trials.csv with typed values."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        for k, v in r.items():
+            r[k] = int(v) if k in INT_COLUMNS else (v == "True") if k in BOOL_COLUMNS else float(v)
+    return rows
+
+
+def configurations(rows: list[dict]) -> list[tuple[int, int, int]]:
+    """The (V, k, m) present, in first-seen order."""
+    return list(dict.fromkeys((r["V"], r["k"], r["m"]) for r in rows))
+
+
+def critical(rows: list[dict], V: int, k: int, m: int, which: str = "d_sep") -> np.ndarray:
+    """The critical dimensions ``which`` ("d_sep" or "d_comp") of the trials of (V, k, m)."""
+    return np.array([r[which] for r in rows if (r["V"], r["k"], r["m"]) == (V, k, m)])
