@@ -246,12 +246,15 @@ def require_choice(name: str, value: str, choices) -> None:
 def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = None) -> C:
     """Build ``cls`` from a (nested) dict on top of ``base`` (default: the class defaults)."""
     types = _field_types(cls)
+    moved = getattr(cls, "moved", {})
+    # an old key, or an old plain value where a table now stands (``model = "one_layer"`` became ``[model]``)
+    stale = sorted(k for k in values if k in moved and (k not in types or (dataclasses.is_dataclass(types[k])
+                                                                          and not isinstance(values[k], dict))))
+    if stale:
+        raise ConfigError(f"setting {prefix}{stale[0]} has moved to {prefix}{moved[stale[0]]} (a config written by an "
+                          "earlier ntpbias); rename the key")
     unknown = sorted(set(values) - set(types))
     if unknown:
-        moved = getattr(cls, "moved", {})
-        if unknown[0] in moved:
-            raise ConfigError(f"setting {prefix}{unknown[0]} has moved to {prefix}{moved[unknown[0]]} (a config "
-                              "written by an earlier ntpbias); rename the key")
         valid = ", ".join(prefix + k for k in types)
         raise ConfigError(f"unknown setting {prefix}{unknown[0]}; valid keys here: {valid}")
     base = base if base is not None else cls()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ntpbias.cli import main
-from ntpbias.report.attention import read_token_table
+from ntpbias.experiments.attention import read_token_table
 from ntpbias.results import read_metrics_csv
 
 
@@ -51,7 +51,7 @@ def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli):
     assert set(table) >= {"token", "count", "alpha", "pd", "e_dot_p", "e_dot_v", "level", "polarity"}
     assert table["token"][0].startswith(("irr", "L"))
     configs = tomllib.loads((out / "config.toml").read_text())
-    assert configs["fig2"]["experiment"] == "attention" and configs["stage2-gd"]["method"] == "gd"
+    assert configs["fig2"]["experiment"] == "attention" and configs["stage2-gd"]["optimizer"]["name"] == "gd"
     assert "lemma41" in configs
 
 
@@ -69,11 +69,12 @@ def test_reproduce_one_figure_and_list(tmp_path, capsys):
 
 def test_train_stage2_preset_writes_a_rerunnable_config(tmp_path, capsys):
     out = tmp_path / "s2"
-    code, _, err = run_main(["train", "--preset", "attention-stage2", "--set", "steps=120", "--set", "d=128",
-                             "--out", out, "--quiet"], capsys)
+    code, _, err = run_main(["train", "--preset", "attention-stage2", "--set", "train.steps=120", "--set",
+                             "model.d=128", "--out", out, "--quiet"], capsys)
     assert code == 0, err
     cfg = tomllib.loads((out / "config.toml").read_text())
-    assert cfg["experiment"] == "attention-stage2" and cfg["steps"] == 120 and cfg["data"]["source"] == "assumption1"
+    assert cfg["experiment"] == "attention-stage2" and cfg["train"]["steps"] == 120
+    assert cfg["data"]["source"] == "assumption1"
     first = read_metrics_csv(out / "metrics.csv")
     assert {"cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor"} <= set(first[-1])
     code, _, _ = run_main(["train", out / "config.toml", "--out", tmp_path / "again", "--quiet"], capsys)
@@ -83,13 +84,13 @@ def test_train_stage2_preset_writes_a_rerunnable_config(tmp_path, capsys):
 
 
 def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, capsys):
-    args = ["train", "--preset", "attention-fig2", "--scale", "smoke", "--set", "data.n=96", "--set", "batch_size=32",
-            "--set", "decay_epochs=2", "--quiet"]
-    code, _, err = run_main([*args, "--set", "epochs=4", "--out", tmp_path / "full"], capsys)
+    args = ["train", "--preset", "attention-fig2", "--scale", "smoke", "--set", "data.n=96", "--set",
+            "train.batch_size=32", "--set", "train.decay_epochs=2", "--quiet"]
+    code, _, err = run_main([*args, "--set", "train.epochs=4", "--out", tmp_path / "full"], capsys)
     assert code == 0, err
     # a run stopped after one epoch (3 steps, logged only at steps 0 and 3), resumed with the full length
-    run_main([*args, "--set", "epochs=1", "--set", "log_points=0", "--out", tmp_path / "part"], capsys)
-    code, _, _ = run_main([*args, "--set", "epochs=4", "--out", tmp_path / "part", "--resume"], capsys)
+    run_main([*args, "--set", "train.epochs=1", "--set", "train.log_points=0", "--out", tmp_path / "part"], capsys)
+    code, _, _ = run_main([*args, "--set", "train.epochs=4", "--out", tmp_path / "part", "--resume"], capsys)
     assert code == 0
     full = read_metrics_csv(tmp_path / "full" / "metrics.csv")
     part = read_metrics_csv(tmp_path / "part" / "metrics.csv")
@@ -102,7 +103,9 @@ def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, capsys
 @pytest.mark.parametrize("extra, pattern", [
     (["--set", "data.source=amazon"], "unknown data.source 'amazon'"),
     (["--set", "optimizer.milestones=5"], "decay_epochs"),
-    (["--set", "model=three_layer"], "unknown model 'three_layer'"),
+    (["--set", "model.kind=three_layer"], "model.kind = 'three_layer'"),
+    (["--set", "epochs=3"], "setting epochs has moved to train.epochs"),
+    (["--set", "model=two_layer"], "setting model has moved to model.kind"),
     (["--set", "data.source=yelp"], "needs the reviews file"),
     (["--set", "data.source=imdb", "--set", "data.path=missing.csv"], "missing.csv: no such file"),
     (["--set", "data.law.deltas=0.1"], "one size and one delta per level"),
@@ -174,7 +177,7 @@ def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_fil
     assert {"great", "plot", "actor"} <= set(yelp_table["token"])  # WordPiece tokens of the stemmed words
     configs = tomllib.loads((out / "config.toml").read_text())
     assert configs["yelp-two-layer"]["data"]["path"] == str(yelp)
-    assert configs["imdb-two-layer"]["model"] == "two_layer"
+    assert configs["imdb-two-layer"]["model"]["kind"] == "two_layer"
 
 
 def test_reproduce_attention_imdb_without_yelp_says_it_was_skipped(tmp_path, capsys, monkeypatch):
@@ -192,7 +195,7 @@ def test_train_on_a_users_imdb_csv_and_yelp_file(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
     csv_path = write_kaggle_csv(tmp_path / "IMDB Dataset.csv")
     code, _, err = run_main(["train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
-                             "--set", f"data.path={csv_path}", "--set", "epochs=3", "--out", tmp_path / "imdb",
+                             "--set", f"data.path={csv_path}", "--set", "train.epochs=3", "--out", tmp_path / "imdb",
                              "--quiet"], capsys)
     assert code == 0, err
     table = read_token_table(tmp_path / "imdb" / "tokens-train.csv")
@@ -205,7 +208,7 @@ def test_train_on_a_users_imdb_csv_and_yelp_file(tmp_path, capsys, monkeypatch):
                              "--out", tmp_path / "yelp", "--quiet"], capsys)
     assert code == 0, err
     summary = json.loads((tmp_path / "yelp" / "summary.json").read_text())
-    assert summary["config"]["model"] == "two_layer" and summary["sections"][0]["facts"]["documents"] == 80
+    assert summary["config"]["model"]["kind"] == "two_layer" and summary["sections"][0]["facts"]["documents"] == 80
     code, _, err = run_main(["train", "--preset", "attention-yelp-one-layer", "--scale", "smoke",
                              "--out", tmp_path / "noyelp", "--quiet"], capsys)
     assert_user_error(code, err, "needs the reviews file")

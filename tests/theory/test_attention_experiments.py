@@ -17,12 +17,17 @@ from ntpbias.errors import ConfigError
 from ntpbias.experiments.attention import (
     STAGE2_NGD,
     AttentionConfig,
+    AttentionModelConfig,
+    AttentionTrainConfig,
     Lemma41Config,
     StageTwoConfig,
+    StageTwoModelConfig,
+    StageTwoTrainConfig,
     TokenDataConfig,
     lemma41_checks,
     lemma41_sweep,
     pattern_checks,
+    read_token_table,
     run_stage_two,
     selection_table,
     stage_two_checks,
@@ -32,7 +37,6 @@ from ntpbias.experiments.attention import (
 )
 from ntpbias.experiments.base import RunContext
 from ntpbias.geometry import attention as ga
-from ntpbias.report.attention import read_token_table
 
 
 # ------------------------------------------------------------------------------------------ stage 2
@@ -74,15 +78,17 @@ def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direct
 def test_stage_two_checks_fail_when_the_theory_conditions_are_violated(tmp_path):
     """Negative control (spec N9/N13): one irrelevant token at d = 256 breaks condition (ii) for this seed: p selects
     the irrelevant token in half of the sequences and the checks say so."""
-    cfg = StageTwoConfig(d=256, seed=1, data=TokenDataConfig(source="assumption1", n=16, T=6, n_irr=1, seed=1))
+    cfg = StageTwoConfig(model=StageTwoModelConfig(d=256), seed=1,
+                         data=TokenDataConfig(source="assumption1", n=16, T=6, n_irr=1, seed=1))
     r = run_stage_two(cfg, RunContext(out=tmp_path), "bad")
     failed = {c.name for c in stage_two_checks(r, "bad") if not c.passed}
     assert {"bad: only s*_X selected", "bad: s*_X selected", "bad: cos with Lemma 4.5's p̂"} <= failed
 
 
 def test_stage_two_on_data_violating_assumption_1_runs_the_general_checks(tmp_path):
-    cfg = StageTwoConfig(d=64, steps=200, data=TokenDataConfig(n=32, T=8, law=KLevelLaw(
-        irrelevant_size=6, level_sizes=(2, 2), deltas=(0.3, 0.1), delta_tilde=0.5)))
+    cfg = StageTwoConfig(model=StageTwoModelConfig(d=64), train=StageTwoTrainConfig(steps=200),
+                         data=TokenDataConfig(n=32, T=8, law=KLevelLaw(irrelevant_size=6, level_sizes=(2, 2),
+                                                                       deltas=(0.3, 0.1), delta_tilde=0.5)))
     r = run_stage_two(cfg, RunContext(out=tmp_path), "kl")
     assert "violates Assumption 1" in r.assumption1 and r.references is None and r.relevant is None
     names = {c.name for c in stage_two_checks(r, "kl")}
@@ -113,7 +119,8 @@ def test_lemma41_sweep_matches_direct_steps_and_its_checks_pass_and_can_fail():
 CI_LAW = KLevelLaw(irrelevant_size=128, level_sizes=power_level_sizes(4), deltas=(0.4, 0.3, 0.2, 0.05),
                    delta_tilde=0.3)
 CI_DATA = TokenDataConfig(n=1024, T=32, law=CI_LAW)
-CI = AttentionConfig(d=64, epochs=20, decay_epochs=(), data=CI_DATA,
+CI = AttentionConfig(model=AttentionModelConfig(d=64), train=AttentionTrainConfig(epochs=20, decay_epochs=()),
+                     data=CI_DATA,
                      optimizer=replace(AttentionConfig().optimizer, lr=1e-3))
 
 
@@ -124,7 +131,7 @@ def ci_runs(tmp_path_factory):
     out = {}
     for model in ("one_layer", "two_layer"):
         ctx = RunContext(out=tmp_path_factory.mktemp(model))
-        history, problem = train_classifier(replace(CI, model=model), data, ctx, model)
+        history, problem = train_classifier(replace(CI, model=replace(CI.model, kind=model)), data, ctx, model)
         out[model] = (history, token_table(data, problem, history))
     return data, out
 
@@ -206,7 +213,8 @@ def test_text_fixture_through_preprocessing_and_training(tmp_path, source):
             else write_yelp_jsonl(tmp_path / "reviews.jsonl"))
     data_cfg = TokenDataConfig(source=source, path=str(path), preprocess=WORD, cache=False,
                                yelp=YelpConfig(min_chars=10, max_chars=2000, size=0))
-    cfg = AttentionConfig(d=16, epochs=15, batch_size=16, decay_epochs=(), data=data_cfg,
+    cfg = AttentionConfig(model=AttentionModelConfig(d=16),
+                          train=AttentionTrainConfig(epochs=15, batch_size=16, decay_epochs=()), data=data_cfg,
                           optimizer=replace(AttentionConfig().optimizer, lr=0.01))
     result = train_attention(cfg, RunContext(out=tmp_path / "run"))
     save_run(tmp_path / "run", result)

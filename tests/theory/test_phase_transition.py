@@ -16,9 +16,9 @@ from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.experiments import separability as sep
 from ntpbias.experiments.base import RunContext
+from ntpbias.experiments.separability import read_trials
 from ntpbias.geometry.separability import ntp_separability
 from ntpbias.geometry.subspace import subspace
-from ntpbias.experiments.separability import read_trials
 from ntpbias.stats import cover_cdf, dkw_bound, fraction_curve, median_ci, wilson
 
 

@@ -199,14 +199,14 @@ def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path):
 
 def test_failed_cells_are_recorded_and_retried_on_request(tmp_path, monkeypatch):
     spec = load_sweep(_write(tmp_path, SWEEP.format(executor="inprocess", seeds=2)))
-    real = sepmod.critical_dimensions
+    real = sepmod.runs.critical_dimensions
 
     def flaky(task):
         if task.seed == 1 and task.V == 3:
             raise RuntimeError("solver exploded")
         return real(task)
 
-    monkeypatch.setattr(sepmod, "critical_dimensions", flaky)
+    monkeypatch.setattr(sepmod.runs, "critical_dimensions", flaky)
     result = run_sweep(spec, tmp_path / "out")
     rows = {r["cell"]: r for r in _rows(tmp_path / "out" / "results.csv")}
     assert result.counts == {"completed": 3, "diverged": 0, "failed": 1}
@@ -214,7 +214,7 @@ def test_failed_cells_are_recorded_and_retried_on_request(tmp_path, monkeypatch)
     assert bad["status"] == "failed" and "solver exploded" in bad["error"] and bad["threshold"] == ""
     assert "RuntimeError" in (tmp_path / "out" / bad["run_dir"] / "error.txt").read_text()
     assert run_sweep(spec, tmp_path / "out").ran == 0  # not retried without the flag
-    monkeypatch.setattr(sepmod, "critical_dimensions", real)
+    monkeypatch.setattr(sepmod.runs, "critical_dimensions", real)
     again = run_sweep(spec, tmp_path / "out", retry_failed=True)
     assert again.ran == 1 and again.counts["completed"] == 4 and len(again.rows) == 4
 

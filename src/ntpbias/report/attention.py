@@ -1,4 +1,4 @@
-"""Figures of paper 003 (attention with trained embeddings), drawn from saved tables, arrays and metric rows only.
+"""Figures of paper B (attention with trained embeddings), drawn from saved tables, arrays and metric rows only.
 
 * :func:`embedding_figure`: Figures 1-3, <E_s, p> and <E_s, v> against PD(s), one row per dataset;
 * :func:`training_curves`: loss, accuracy and the figures' correlations over epochs;
@@ -6,52 +6,16 @@
   ||p_t||, loss above its floor);
 * :func:`lemma41_figure`: the one-step error against d and the shift <E¹_s - E⁰_s, v> against (η₀/2) α_s.
 
-Per-token tables are CSV files (:func:`token_table_csv`, :func:`read_token_table`) with the columns
-``seed, token_id, token, count, alpha, pd, e_dot_p, e_dot_v`` and, for K-level data, ``level, polarity``.
+Per-token tables are read back from their CSV files (:func:`ntpbias.experiments.attention.read_token_table`).
 """
 
 from __future__ import annotations
-
-import csv
-import io
-from pathlib import Path
 
 import numpy as np
 
 from ..results import series
 from .figures import band, new_figure
-
-TEXT_COLUMNS = ("token",)
-INT_COLUMNS = ("seed", "token_id", "count", "level", "polarity")
-
-
-def token_table_csv(table: dict[str, np.ndarray]) -> str:
-    """CSV text of a per-token table (columns in the dict's order; floats with full precision)."""
-    cols = list(table)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(cols)
-    values = [table[c].tolist() for c in cols]
-    writer.writerows(zip(*[[repr(x) if isinstance(x, float) else x for x in v] for v in values], strict=True))
-    return buf.getvalue()
-
-
-def read_token_table(path: str | Path) -> dict[str, np.ndarray]:
-    """A per-token CSV back as column arrays (``token`` as str, counts/ids/levels as int, the rest float)."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        rows = list(reader)
-    cols = list(zip(*rows, strict=True)) if rows else [()] * len(header)
-    out = {}
-    for name, values in zip(header, cols, strict=True):
-        if name in TEXT_COLUMNS:
-            out[name] = np.array(values, dtype=object)
-        elif name in INT_COLUMNS:
-            out[name] = np.array(values, dtype=np.int64)
-        else:
-            out[name] = np.array(values, dtype=float)
-    return out
+from .plots import plot
 
 
 def _first_seed(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -94,6 +58,7 @@ def embedding_panels(ax_p, ax_v, table: dict[str, np.ndarray], *, color_by: str,
         ax_v.legend(fontsize=6, markerscale=2, ncol=2, loc="upper left")
 
 
+@plot("attention.embeddings")
 def embedding_figure(panels: list[tuple[str, dict[str, np.ndarray]]], *, color_by: str):
     """Figures 1-3: one row (two panels) per (label, per-token table)."""
     fig, axes = new_figure(len(panels), 2, width=4.2, height=3.2)
@@ -102,6 +67,7 @@ def embedding_figure(panels: list[tuple[str, dict[str, np.ndarray]]], *, color_b
     return fig
 
 
+@plot("attention.training")
 def training_curves(rows: list[dict], runs: list[str], labels: dict[str, str] | None = None):
     """Loss, accuracy and the two correlations against the epoch for classifier runs (mean and seed band)."""
     labels = labels or {}
@@ -124,6 +90,7 @@ def training_curves(rows: list[dict], runs: list[str], labels: dict[str, str] | 
     return fig
 
 
+@plot("attention.stage_two")
 def stage_two_figure(rows: list[dict], runs: dict[str, str]):
     """Stage 2: cos(p_t, p̂), selection accuracy, ||p_t|| and L(p_t) - floor against the iteration (log x)."""
     fig, axes = new_figure(2, 2)
@@ -146,6 +113,7 @@ def stage_two_figure(rows: list[dict], runs: dict[str, str]):
     return fig
 
 
+@plot("attention.lemma41")
 def lemma41_figure(arrays: dict[str, np.ndarray]):
     """Left: one-step error / η₀ against d (seeds as a band) with the bound 11 d^{-1/4} and a d^{-1/2} reference.
     Right: <E¹_s - E⁰_s, v> against (η₀/2) α_s at the smallest and largest d, with y = x."""

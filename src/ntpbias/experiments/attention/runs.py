@@ -1,0 +1,218 @@
+"""Paper B's runs: joint training of model (1) or (17), stage 2 after one stage-1 step, the Lemma 4.1 sweep, and
+``ntpbias train`` for both trainers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..._tensor import DTYPES, resolve_device, to_numpy
+from ...data.tokens import TokenSequences, relevant_tokens, token_statistics
+from ...errors import DataError
+from ...geometry import attention as ga
+from ...training.attention import (
+    ClassifierProblem,
+    StageTwoProblem,
+    classifier_optimizer,
+    stage_two_optimizer,
+)
+from ...training.history import History
+from ...training.loop import TrainConfig, Trainer
+from ...training.optimizers import Optimizer
+from ..base import RunContext
+from .config import AttentionConfig, Lemma41Config, StageTwoConfig
+from .data import TokenData
+
+
+def train_classifier(cfg: AttentionConfig, data: TokenData, ctx: RunContext, run: str
+                     ) -> tuple[History, ClassifierProblem]:
+    """Train ``cfg`` on ``data`` (all runs in one Trainer); rows carry ``run``."""
+    device = resolve_device(cfg.device)
+    problem = ClassifierProblem(data.ds, model=cfg.model.kind, d=cfg.model.d, train_v=cfg.model.train_v,
+                                layer_norm_affine=cfg.model.layer_norm_affine, batch_size=cfg.train.batch_size,
+                                dtype=DTYPES[cfg.dtype], device=device)
+    spe = problem.steps_per_epoch
+    optimizer = Optimizer(classifier_optimizer(cfg.optimizer, steps_per_epoch=spe,
+                                               decay_epochs=cfg.train.decay_epochs))
+    epochs = cfg.train.epochs
+    train = TrainConfig(steps=cfg.train.steps or epochs * spe, log_points=cfg.train.log_points,
+                        log_every=cfg.train.log_every or spe * max(1, epochs // 10),
+                        checkpoint_every=cfg.train.checkpoint_every)
+    trainer = Trainer(problem, optimizer, train, seeds=[cfg.seed + b for b in range(cfg.seeds)],
+                      checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)
+    history = trainer.run(resume=ctx.resume)
+    history.run = run
+    history.columns["epoch"] = np.repeat(history.steps[:, None] / spe, len(history.seeds), axis=1)
+    return history, problem
+
+
+def token_table(data: TokenData, problem: ClassifierProblem, history: History) -> dict[str, np.ndarray]:
+    """The per-token table of Figures 1-3 for every run (long format, present tokens only): ``seed, token_id,
+    token, count, alpha, pd, e_dot_p, e_dot_v`` (+ ``level, polarity`` for K-level data)."""
+    stats = token_statistics(data.ds)
+    present = to_numpy(stats.present)
+    ids = np.nonzero(present)[0]
+    scores = problem.scores(history.params)
+    seeds = sorted({r["seed"] for r in history.rows()})
+    vocab = data.ds.vocab or tuple(str(i) for i in range(data.ds.num_tokens))
+    per_seed = {
+        "seed": np.repeat(seeds, len(ids)),
+        "token_id": np.tile(ids, len(seeds)),
+        "token": np.tile(np.array([vocab[i] for i in ids], dtype=object), len(seeds)),
+        "count": np.tile(to_numpy(stats.count)[ids], len(seeds)),
+        "alpha": np.tile(to_numpy(stats.alpha)[ids], len(seeds)),
+        "pd": np.tile(to_numpy(stats.posterior_difference)[ids], len(seeds)),
+        "e_dot_p": to_numpy(scores.e_dot_p.double())[:, ids].reshape(-1),
+        "e_dot_v": to_numpy(scores.e_dot_v.double())[:, ids].reshape(-1),
+    }
+    if data.level is not None:
+        per_seed["level"] = np.tile(to_numpy(data.level)[ids], len(seeds))
+        per_seed["polarity"] = np.tile(to_numpy(data.polarity)[ids], len(seeds))
+    return per_seed
+
+
+TEXT_COLUMNS = ("token",)
+INT_COLUMNS = ("seed", "token_id", "count", "level", "polarity")
+
+
+def token_table_csv(table: dict[str, np.ndarray]) -> str:
+    """CSV text of a per-token table (columns in the dict's order; floats with full precision)."""
+    cols = list(table)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(cols)
+    values = [table[c].tolist() for c in cols]
+    writer.writerows(zip(*[[repr(x) if isinstance(x, float) else x for x in v] for v in values], strict=True))
+    return buf.getvalue()
+
+
+def read_token_table(path: str | Path) -> dict[str, np.ndarray]:
+    """A per-token CSV back as column arrays (``token`` as str, counts/ids/levels as int, the rest float)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        rows = list(reader)
+    cols = list(zip(*rows, strict=True)) if rows else [()] * len(header)
+    out = {}
+    for name, values in zip(header, cols, strict=True):
+        if name in TEXT_COLUMNS:
+            out[name] = np.array(values, dtype=object)
+        elif name in INT_COLUMNS:
+            out[name] = np.array(values, dtype=np.int64)
+        else:
+            out[name] = np.array(values, dtype=float)
+    return out
+
+
+def correlations(table: dict[str, np.ndarray]) -> dict[int, dict[str, float]]:
+    """Per seed: Pearson and Spearman of <E_s, v> with PD(s) and of <E_s, p> with |PD(s)| (and with log count)."""
+    from scipy import stats
+
+    out = {}
+    for seed in np.unique(table["seed"]).tolist():
+        m = table["seed"] == seed
+        pd, zp, zv = table["pd"][m], table["e_dot_p"][m], table["e_dot_v"][m]
+        out[seed] = {
+            "pearson_v_pd": float(stats.pearsonr(zv, pd)[0]),
+            "spearman_v_pd": float(stats.spearmanr(zv, pd)[0]),
+            "pearson_p_abs_pd": float(stats.pearsonr(zp, np.abs(pd))[0]),
+            "spearman_p_abs_pd": float(stats.spearmanr(zp, np.abs(pd))[0]),
+            "spearman_p_log_count": float(stats.spearmanr(zp, np.log(table["count"][m]))[0]),
+        }
+    return out
+
+
+def level_means(table: dict[str, np.ndarray], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """K-level data, one seed: signed levels (-K..K, 0 = irrelevant; sign = polarity) and the mean <E_s, v> and
+    <E_s, p> over each signed level's tokens."""
+    m = table["seed"] == seed
+    signed = (table["level"] * table["polarity"])[m]
+    keys = np.unique(signed)
+    mean_v = np.array([table["e_dot_v"][m][signed == k].mean() for k in keys])  # loop over the 2K + 1 levels
+    mean_p = np.array([table["e_dot_p"][m][signed == k].mean() for k in keys])
+    return keys, mean_v, mean_p
+
+
+@dataclass(frozen=True, eq=False)
+class StageTwoRun:
+    """A stage-2 training and what it is compared with: stage-1 results, Lemma 4.5's SVM, s*_X per sequence."""
+
+    config: StageTwoConfig
+    data: TokenData
+    stages: list
+    history: History
+    references: list | None  # SelectionSVM per run (Assumption 1), else None
+    relevant: torch.Tensor | None
+    assumption1: str  # "" when the data satisfy Assumption 1, else why not
+    own: list  # DirectionalConvergence per run: the final p against (12) for its own selection
+
+
+def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenData | None = None,
+                  reference: str = "important") -> StageTwoRun:
+    """Stage 1 for every seed, the reference max-margin direction, then stage 2 on the engine.
+
+    ``reference``: "important" (Lemma 4.5's SVM, which selects only s*_X) or "one_irrelevant" (the Lemma 4.4
+    corollary's limit, which is the same program with a check that the vocabulary has one irrelevant token).
+    """
+    data = cfg.data.build() if data is None else data
+    device = resolve_device(cfg.device)
+    seeds = [cfg.seed + b for b in range(cfg.seeds)]
+    stages = [ga.stage_one(data.ds, d=cfg.model.d, eta0=cfg.stage1.eta0, seed=s, device=device) for s in seeds]
+    try:
+        relevant, why = relevant_tokens(data.ds), ""
+    except DataError as exc:
+        relevant, why = None, str(exc)
+    refs = None
+    if relevant is not None:
+        solve = ga.one_irrelevant_limit if reference == "one_irrelevant" else ga.important_svm
+        refs = [solve(st.E1, data.ds, solver=cfg.model.solver) for st in stages]
+    problem = StageTwoProblem(stages, data.ds, references=None if refs is None or not all(r.feasible for r in refs)
+                              else [r.p_hat for r in refs], relevant=relevant, grad_floor=cfg.train.grad_floor)
+    trainer = Trainer(problem, Optimizer(stage_two_optimizer(cfg.optimizer.name, cfg.optimizer.lr)),
+                      TrainConfig(steps=cfg.train.steps, log_points=cfg.train.log_points), seeds=seeds,
+                      checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)
+    history = trainer.run(resume=ctx.resume)
+    history.run = run
+    own = [ga.directional_convergence(st.E1, p, data.ds, solver=cfg.model.solver)
+           for st, p in zip(stages, history.params["p"], strict=True)]
+    return StageTwoRun(cfg, data, stages, history, refs, relevant, why, own)
+
+
+def theorem_gap_facts(cfg: StageTwoConfig, ds: TokenSequences) -> dict[str, str]:
+    """Theorem 4.3's requirements (13) against the values used (spec §9.19: far outside numerical reach)."""
+    eta_req = 4 * ds.n ** 2 * ds.T ** 2
+    eta0 = cfg.stage1.eta0
+    d_req = (88 * eta0 ** 2 + 111 * eta0 + 2) ** 8
+    return {"η₀ used / required (4n²T²)": f"{eta0:g} / {eta_req:g}",
+            "d used / required ((88η₀² + 111η₀ + 2)^8)": f"{cfg.model.d} / {d_req:.3g}"}
+
+
+def lemma41_sweep(cfg: Lemma41Config, device=None) -> dict[str, np.ndarray]:
+    """Stage 1 at every (η₀, d, seed): error, bound, correlation, slope ratio, init event; scatter arrays at the
+    smallest and largest d (first seed, largest η₀)."""
+    ds = cfg.data.build().ds
+    shape = (len(cfg.eta0s), len(cfg.dims), cfg.seeds)
+    err, corr, slope, event = (np.zeros(shape) for _ in range(4))
+    scatter = {}
+    for i, eta0 in enumerate(cfg.eta0s):  # loop over the sweep's configurations
+        for j, d in enumerate(cfg.dims):
+            for k in range(cfg.seeds):
+                st = ga.stage_one(ds, d=d, eta0=eta0, seed=cfg.seed + k, device=device)
+                err[i, j, k], corr[i, j, k], slope[i, j, k] = st.max_error, st.correlation, st.slope_ratio
+                event[i, j, k] = ga.init_event(st.E0, st.p0, st.v, delta=cfg.delta).holds
+                if k == 0 and i == len(cfg.eta0s) - 1 and j in (0, len(cfg.dims) - 1):
+                    tag = "small" if j == 0 else "large"
+                    scatter[f"alpha_{tag}"] = 0.5 * eta0 * st.alpha[st.present]
+                    scatter[f"shift_{tag}"] = ((st.E1 - st.E0) @ st.v)[st.present]
+    S = ds.num_tokens
+    return {"dims": np.array(cfg.dims, dtype=float), "eta0s": np.array(cfg.eta0s), "error": err,
+            "bound": 11 * np.array(cfg.eta0s)[:, None] * np.array(cfg.dims, dtype=float)[None, :] ** -0.25,
+            "correlation": corr, "slope_ratio": slope, "init_event": event,
+            "d_condition": np.array(max(256.0, (2 * math.log(S * S / cfg.delta)) ** 2)),
+            **{k: to_numpy(v) for k, v in scatter.items()}}
