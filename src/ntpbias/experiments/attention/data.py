@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from ...config import require_choice
-from ...data.text import PreprocessConfig, YelpConfig
+from ...data.reviews import YelpConfig
+from ...data.text import PreprocessConfig
 from ...data.tokens import KLevelLaw, TokenSequences
 from ...errors import ConfigError
 
@@ -79,22 +80,22 @@ class TokenDataConfig:
         return self._text()
 
     def _text(self) -> TokenData:
-        from ...data import text
+        from ...data import reviews, text
 
         if self.source == "yelp" and not self.path:
             raise ConfigError("data.source = 'yelp' needs the reviews file: set data.path (e.g. --set "
                               "data.path=yelp_academic_dataset_review.json)")
-        source = self.path or text.MOVIE_REVIEWS
+        source = self.path or reviews.MOVIE_REVIEWS
         if not self.subsample:
             tds = text.load_text_dataset(source, kind=self.source, config=self.preprocess, yelp=self.yelp,
                                          use_cache=self.cache)
         else:
             if self.source == "yelp":
-                docs = text.read_yelp_jsonl(self.path, self.yelp)
-            elif source == text.MOVIE_REVIEWS:
-                docs = text.read_movie_reviews()
+                docs = reviews.read_yelp_jsonl(self.path, self.yelp)
+            elif source == reviews.MOVIE_REVIEWS:
+                docs = reviews.read_movie_reviews()
             else:
-                docs = text.read_imdb_csv(self.path)
+                docs = reviews.read_imdb_csv(self.path)
             total = len(docs.texts)
             if self.subsample < total:
                 keep = np.sort(np.random.default_rng(self.seed).choice(total, self.subsample, replace=False))
@@ -108,7 +109,7 @@ class TokenDataConfig:
                  "truncated": info["truncated"], "positive": info["positive"], "negative": info["negative"]}
         if "subsample" in info.get("reader", {}):
             facts["subsample"] = info["reader"]["subsample"]
-        return TokenData(ds, f"{name} ({'packaged movie-reviews' if source == text.MOVIE_REVIEWS else source})",
+        return TokenData(ds, f"{name} ({'packaged movie-reviews' if source == reviews.MOVIE_REVIEWS else source})",
                          facts)
 
 
