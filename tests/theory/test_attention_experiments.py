@@ -38,6 +38,7 @@ from ntpbias.experiments.attention import (
 )
 from ntpbias.experiments.base import RunContext
 from ntpbias.geometry import attention as ga
+from ntpbias.geometry import selection as gs
 
 
 # ------------------------------------------------------------------------------------------ stage 2
@@ -49,9 +50,9 @@ def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direct
     assert r.history.status == "completed" and r.assumption1 == ""
     ds = r.data.ds
     for st, p, ref in zip(r.stages, r.history.params["p"], r.references, strict=True):
-        sel = ga.important_selection(st.E1, p, ds)
+        sel = gs.important_selection(st.E1, p, ds)
         assert sel.all_relevant_selected and sel.all_only_relevant
-        imp = ga.important_svm(st.E1, ds)  # solved again, independently of the run's reference
+        imp = gs.important_svm(st.E1, ds)  # solved again, independently of the run's reference
         assert torch.allclose(imp.p_hat, ref.p_hat, rtol=0, atol=1e-9)
         assert float(p @ imp.p_hat / (p.norm() * imp.norm)) >= 0.999
     checks = stage_two_checks(r, "ngd")
@@ -68,7 +69,7 @@ def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direct
     X[0, 1] = X[0, 0]
     first = torch.zeros_like(ds.mask)
     first[:, 0] = True
-    clash = ga.max_margin_selection(r.stages[0].E1, type(ds).from_arrays(X, ds.y, num_tokens=ds.num_tokens), first)
+    clash = gs.max_margin_selection(r.stages[0].E1, type(ds).from_arrays(X, ds.y, num_tokens=ds.num_tokens), first)
     assert clash.status == "infeasible"
     fake = replace(r.own[0], svm=clash)
     failing = stage_two_checks(replace(r, own=[fake, *r.own[1:]]), "ngd")

@@ -18,6 +18,7 @@ from ntpbias.data.tokens import (
 )
 from ntpbias.errors import DataError
 from ntpbias.geometry import attention as ga
+from ntpbias.geometry import selection as gs
 from ntpbias.models.attention import OneLayerAttention
 from ntpbias.training.attention import train_stage_two
 
@@ -214,7 +215,7 @@ def test_n7_plain_gd_diverges_with_monotone_loss():
     assert float(norm[-1]) > 10 * float(norm[0])
     assert float(norm[10_000] - norm[1_000]) > 0.5 * float(norm[1_000] - norm[100])  # ≈ log t growth
     assert float(grad_norm[-1]) < 1e-2 * float(grad_norm[100])
-    floor = ga.selection_loss_floor(st.E1, st.v, ds)
+    floor = gs.selection_loss_floor(st.E1, st.v, ds)
     assert 0 < float(loss[-1]) - floor < 1e-3
 
 
@@ -227,25 +228,25 @@ def test_n8_selection_and_max_margin_direction(a1_runs):
     for ds, st, p, history in a1_runs:
         assert history.status == "completed"
         assert history.last("grad_norm").max() < 1e-200  # the gradient reached the floor: the iterate froze
-        sel = ga.important_selection(st.E1, p, ds)
+        sel = gs.important_selection(st.E1, p, ds)
         assert sel.all_relevant_selected and sel.all_only_relevant and sel.covers_important
-        imp = ga.important_svm(st.E1, ds)
+        imp = gs.important_svm(st.E1, ds)
         assert imp.status == "optimal" and imp.certified
         cos = float(p @ imp.p_hat / (p.norm() * imp.norm))
         assert cos >= 0.9999
-        dc = ga.directional_convergence(st.E1, p, ds)
+        dc = gs.directional_convergence(st.E1, p, ds)
         assert dc.cosine == pytest.approx(cos, abs=1e-12)  # its own selection is the important-only one
         assert dc.normalized_margin == pytest.approx(imp.margin, rel=0.01)
         assert dc.normalized_margin <= imp.margin + 1e-12
-        assert history.last("loss")[-1] == pytest.approx(ga.selection_loss_floor(st.E1, st.v, ds), rel=1e-9)
+        assert history.last("loss")[-1] == pytest.approx(gs.selection_loss_floor(st.E1, st.v, ds), rel=1e-9)
 
 
 def test_directional_convergence_can_fail(a1_runs):
     """The same check at the start of stage 2 (p¹) is far from its max-margin direction."""
     ds, st, _, _ = a1_runs[0]
-    dc = ga.directional_convergence(st.E1, st.p1, ds)
+    dc = gs.directional_convergence(st.E1, st.p1, ds)
     assert dc.svm.feasible and dc.cosine < 0.5
-    assert not ga.important_selection(st.E1, st.p1, ds).all_relevant_selected
+    assert not gs.important_selection(st.E1, st.p1, ds).all_relevant_selected
 
 
 def test_n9_one_irrelevant_token():
@@ -253,17 +254,17 @@ def test_n9_one_irrelevant_token():
         ds = sample_assumption1(n_irr=1, seed=seed)
         st = ga.stage_one(ds, d=16384, eta0=A1_ETA0, seed=seed)
         p = train_stage_two(st, ds).params["p"][0]
-        assert ga.important_selection(st.E1, p, ds).all_only_relevant
-        limit = ga.one_irrelevant_limit(st.E1, ds)
+        assert gs.important_selection(st.E1, p, ds).all_only_relevant
+        limit = gs.one_irrelevant_limit(st.E1, ds)
         assert limit.certified
         assert float(p @ limit.p_hat / (p.norm() * limit.norm)) >= 0.9999
     with pytest.raises(DataError, match="exactly one irrelevant"):
-        ga.one_irrelevant_limit(ga.theory_init(20, 64)[0], sample_assumption1(seed=0))
+        gs.one_irrelevant_limit(ga.theory_init(20, 64)[0], sample_assumption1(seed=0))
 
 
 def test_n10_lemma45_gap_condition(a1_runs):
     ds, st, _, _ = a1_runs[0]
-    gap = ga.lemma45_gap(st.E1, ds)
+    gap = gs.lemma45_gap(st.E1, ds)
     assert gap.mu > 0  # ||p̂|| <= (1 - μ)||p̂'||, μ > 0 (the corrected direction)
     s_star = relevant_tokens(ds)
     # infeasible alternatives, derived independently: u also occurs in another sequence with the same s*
@@ -308,7 +309,7 @@ def test_n11_qp_sanity_with_an_independent_solver(a1_runs):
     tied = base.clone()
     tied[0] |= ds.X[0] == u
     for sel, n_eq in ((base, 0), (tied, 1)):
-        res = ga.max_margin_selection(st.E1, ds, sel)
+        res = gs.max_margin_selection(st.E1, ds, sel)
         assert res.certified and res.n_eq == n_eq
         p = res.p_hat
         gaps = []
@@ -354,22 +355,22 @@ def test_infeasible_and_degenerate_selections_are_reported():
     E = torch.randn(3, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     # 0 above 1 in the first sequence, 1 above 0 in the second: no p does both
     sel = torch.tensor([[True, False, False], [False, True, False]])
-    res = ga.max_margin_selection(E, ds, sel)
+    res = gs.max_margin_selection(E, ds, sel)
     assert res.status == "infeasible" and not res.feasible and res.p_hat is None and math.isinf(res.norm)
     # the same token selected at one position and not at another
     ds2 = TokenSequences.from_lists([[0, 0, 1]], [1])
-    res = ga.max_margin_selection(E, ds2, torch.tensor([[True, False, False]]))
+    res = gs.max_margin_selection(E, ds2, torch.tensor([[True, False, False]]))
     assert res.status == "infeasible" and "both selected and not selected" in res.message
     # every token selected everywhere: no inequality, p = 0
-    res = ga.max_margin_selection(E, ds, ds.mask)
+    res = gs.max_margin_selection(E, ds, ds.mask)
     assert res.status == "degenerate" and not res.feasible
     with pytest.raises(DataError, match="picks no token of sequence 1"):
-        ga.max_margin_selection(E, ds, torch.tensor([[True, False, False], [False, False, False]]))
+        gs.max_margin_selection(E, ds, torch.tensor([[True, False, False], [False, False, False]]))
     with pytest.raises(DataError, match="boolean mask"):
-        ga.max_margin_selection(E, ds, torch.ones(2, 5, dtype=torch.bool))
+        gs.max_margin_selection(E, ds, torch.ones(2, 5, dtype=torch.bool))
     # ties: selected tokens 0 and 2 tied in the second sequence -> one equality row, satisfied by the solution
     sel = torch.tensor([[True, False, False], [True, False, True]])
-    res = ga.max_margin_selection(E, ds, sel)
+    res = gs.max_margin_selection(E, ds, sel)
     assert res.certified and res.n_eq == 1 and res.n_ineq == 1
     assert abs(float(res.p_hat @ (E[0] - E[2]))) < 1e-9 and float(res.p_hat @ (E[0] - E[1])) == pytest.approx(1)
 
@@ -378,5 +379,5 @@ def test_token_selection_tolerance():
     ds = TokenSequences.from_lists([[0, 1, 2]], [1])
     E = torch.tensor([[1.0, 0.0], [0.999, 0.0], [0.0, 1.0]], dtype=torch.float64)
     p = torch.tensor([10.0, 0.0], dtype=torch.float64)
-    assert ga.token_selection(E, p, ds).tolist() == [[True, False, False]]
-    assert ga.token_selection(E, p, ds, tol=1e-2).tolist() == [[True, True, False]]
+    assert gs.token_selection(E, p, ds).tolist() == [[True, False, False]]
+    assert gs.token_selection(E, p, ds, tol=1e-2).tolist() == [[True, True, False]]

@@ -10,6 +10,7 @@ import torch
 
 from ntpbias.data.tokens import KLevelLaw, TokenSequences, relevant_tokens, sample_assumption1, sample_k_level
 from ntpbias.geometry import attention as ga
+from ntpbias.geometry import selection as gs
 from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention
 from ntpbias.training.attention import (
     ClassifierProblem,
@@ -41,7 +42,7 @@ def _small_k_level(n=64, T=12, seed=0):
 def stage2():
     ds = sample_assumption1(seed=0)
     stages = [ga.stage_one(ds, d=256, eta0=200.0, seed=s) for s in (0, 1)]
-    refs = [ga.important_svm(st.E1, ds).p_hat for st in stages]
+    refs = [gs.important_svm(st.E1, ds).p_hat for st in stages]
     return ds, stages, refs, relevant_tokens(ds)
 
 
@@ -82,7 +83,7 @@ def test_stage_two_metrics_against_naive_loops(stage2):
                                                          rel=1e-12)
         cos = float(p[b] @ refs[b]) / float(p[b].norm() * refs[b].norm())
         assert float(m["cos_mm"][b]) == pytest.approx(cos, rel=1e-12)
-        floor = ga.selection_loss_floor(st.E1, st.v, ds)
+        floor = gs.selection_loss_floor(st.E1, st.v, ds)
         loss = float(ga.loss_and_grad_p(st.E1, p[b], st.v, ds)[0])
         assert float(m["loss_above_floor"][b]) == pytest.approx(loss - floor, rel=1e-10)
         assert float(m["p_norm"][b]) == pytest.approx(float(p[b].norm()), rel=1e-15)

@@ -9,6 +9,7 @@ import torch
 
 from ..._tensor import resolve_device
 from ...geometry import attention as ga
+from ...geometry import selection as gs
 from ...results import Check, check_at_least, check_at_most
 from ...training.history import History
 from .config import StageTwoConfig
@@ -92,7 +93,7 @@ def stage_two_checks(r: StageTwoRun, run: str) -> list[Check]:
                                  "flow (9); spec N7"))
     if r.relevant is None:
         return out
-    sel = [ga.important_selection(st.E1, p, ds) for st, p in zip(r.stages, h.params["p"], strict=True)]
+    sel = [gs.important_selection(st.E1, p, ds) for st, p in zip(r.stages, h.params["p"], strict=True)]
     out.append(check_at_least(f"{run}: s*_X selected", "the relevant token of every sequence is in S_X(p_t) "
                               "(Thm 4.3 item 1, per sequence as Lemma C.2 proves): fraction of sequences",
                               min(float(s.relevant_selected.double().mean()) for s in sel), 1.0, src))

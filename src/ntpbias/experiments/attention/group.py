@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..._tensor import resolve_device
-from ...geometry import attention as ga
+from ...geometry import selection as gs
 from ...io import ensure_dir, write_npz, write_text
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ...training.history import History
@@ -201,7 +201,7 @@ def run_group(ctx: RunContext) -> RunResult:
         ngd = results["stage2-ngd"]
         section.tables.append(selection_table(ngd, "stage2-ngd"))
         section.checks.extend(_stage_one_checks(ngd.config, ngd.data))
-        gap = ga.lemma45_gap(ngd.stages[0].E1, data.ds, solver=ngd.config.model.solver)
+        gap = gs.lemma45_gap(ngd.stages[0].E1, data.ds, solver=ngd.config.model.solver)
         section.checks.append(Check("Lemma 4.5: margin gap", "||p̂|| <= (1 - μ)||p̂'|| with μ > 0 for every selection "
                                     "p̂' that also ties one irrelevant token (corrected direction, spec §9.4)",
                                     gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper 003; spec N10"))

@@ -16,6 +16,7 @@ from ..._tensor import DTYPES, resolve_device, to_numpy
 from ...data.tokens import TokenSequences, relevant_tokens, token_statistics
 from ...errors import DataError
 from ...geometry import attention as ga
+from ...geometry import selection as gs
 from ...training.attention import (
     ClassifierProblem,
     StageTwoProblem,
@@ -170,7 +171,7 @@ def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenDat
         relevant, why = None, str(exc)
     refs = None
     if relevant is not None:
-        solve = ga.one_irrelevant_limit if reference == "one_irrelevant" else ga.important_svm
+        solve = gs.one_irrelevant_limit if reference == "one_irrelevant" else gs.important_svm
         refs = [solve(st.E1, data.ds, solver=cfg.model.solver) for st in stages]
     problem = StageTwoProblem(stages, data.ds, references=None if refs is None or not all(r.feasible for r in refs)
                               else [r.p_hat for r in refs], relevant=relevant, grad_floor=cfg.train.grad_floor)
@@ -179,7 +180,7 @@ def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenDat
                       checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)
     history = trainer.run(resume=ctx.resume)
     history.run = run
-    own = [ga.directional_convergence(st.E1, p, data.ds, solver=cfg.model.solver)
+    own = [gs.directional_convergence(st.E1, p, data.ds, solver=cfg.model.solver)
            for st, p in zip(stages, history.params["p"], strict=True)]
     return StageTwoRun(cfg, data, stages, history, refs, relevant, why, own)
 
