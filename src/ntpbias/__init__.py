@@ -1,12 +1,41 @@
 """ntpbias: the implicit optimization bias of next-token prediction and attention training, computed.
 
-Layers (each imports only the ones below it): ``data`` -> ``geometry`` -> ``models`` -> ``training`` ->
-``experiments`` -> ``report`` -> ``cli``. See README.md for the command line.
+The Python API (``import ntpbias as nb``; see the README's "Python API" section):
+
+* data: :class:`NTPData` (``NTPData.from_arrays(H, P)``, ``NTPData.from_samples(...)``, ``NTPData.load(path)``),
+  :func:`from_sequences` (token sequences, a K-gram or autoregressive context rule), :func:`from_text` (real text),
+  :func:`random_ntp` (paper A's generator);
+* theory: :func:`analyze` (H, F, W*, the separability and compatibility verdicts, W^mm, certificates);
+* training: :func:`train` (a preset, config file or config object into a run directory), :func:`reproduce`
+  (figure groups), :func:`load_run` (a saved run: config, per-metric histories as arrays, checks), :data:`PRESETS`.
+
+The layers of the package are listed in the README's "Development" section (each imports only the ones below it).
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 try:
     __version__ = version("ntpbias")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0+unknown"
+
+#: public name -> module that defines it (imported on first use, so ``import ntpbias`` stays fast for the CLI)
+_API = {
+    "NTPData": "ntpbias.data.ntp", "random_ntp": "ntpbias.data.synthetic",
+    "from_sequences": "ntpbias.api", "from_text": "ntpbias.api", "analyze": "ntpbias.geometry.analysis",
+    "train": "ntpbias.api", "reproduce": "ntpbias.api", "load_run": "ntpbias.api", "Run": "ntpbias.api",
+    "PRESETS": "ntpbias.experiments",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(import_module(_API[name]), name)
+    raise AttributeError(f"module 'ntpbias' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -8,7 +8,7 @@ these functions.
 >>> import ntpbias as nb
 >>> run = nb.train("linear-fig4-gd", out=getfixture("tmp_path") / "gd", set={"train.steps": 200})
 >>> run.history.steps[-1], run.history["loss"].shape
-(np.int64(200), (27, 1))
+(np.int64(200), (44, 1))
 >>> nb.load_run(run.out).history["loss"][-1] == run.history["loss"][-1]
 array([ True])
 """
@@ -109,6 +109,39 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
 
 
 # ---------------------------------------------------------------------------------------------- notebook API
+def from_sequences(sequences, *, context_length: int | None = None, autoregressive: bool = False,
+                   max_context: int | None = None, embedding: str = "onehot"):
+    """NTP data from token sequences: a sequences file (one sequence per line, tokens separated by spaces) or a list
+    of token lists; contexts are the K previous tokens (``context_length=K``) or every prefix (``autoregressive``),
+    embedded by ``embedding`` (``"onehot"``, ``"gaussian:d=64,seed=0"``, ...).
+
+    >>> data = from_sequences([["a", "b", "a"], ["a", "b", "b"]], context_length=1)
+    >>> data.m, data.V, round(data.entropy, 4)  # after "a" always "b"; after "b" "a" or "b": H = ln(2)/2
+    (2, 2, 0.3466)
+    """
+    from .data.sequences import autoregressive_samples, kgram_samples, load_sequences
+
+    if isinstance(sequences, (str, Path)):
+        return load_sequences(sequences, context_length=context_length, autoregressive=autoregressive,
+                              max_context=max_context, embedding=embedding)
+    seqs = [[str(t) for t in seq] for seq in sequences]
+    if (context_length is None) == (not autoregressive):
+        raise DataError("from_sequences needs exactly one of context_length=K or autoregressive=True")
+    samples = (autoregressive_samples(seqs, max_context=max_context) if autoregressive
+               else kgram_samples(seqs, context_length))
+    return samples.to_data(embedding, autoregressive=autoregressive)
+
+
+def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str = "onehot", **settings):
+    """Autoregressive NTP data of real text (a file, a folder of .txt/.md files, or ``"shakespeare"``), as
+    ``ntpbias corpus --export`` builds it; ``settings`` are the other fields of
+    :class:`~ntpbias.data.corpus.CorpusConfig` (``tokenizer``, ``max_tokens``, ``max_vocab``, ``stride``, ...)."""
+    from .data.corpus import CorpusConfig, export_ntp_data, tokenize_corpus
+
+    config = CorpusConfig(max_context=max_context, **settings)
+    return export_ntp_data(tokenize_corpus(source, config), config, embedding)
+
+
 def train(config: str | Path | Any | None = None, *, out: str | Path, preset: str | None = None,
           set: dict[str, Any] | None = None, scale: str = "paper", resume: bool = False,  # noqa: A002
           progress: bool = False) -> Run:

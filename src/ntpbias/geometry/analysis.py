@@ -37,8 +37,29 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
     subspace_method: str = "exact"
 
+    def summary(self) -> dict[str, object]:
+        """The headline numbers: sizes, entropy floor, dim F, the two verdicts and ||W^mm||."""
+        d = self.data
+        return {"m": d.m, "V": d.V, "d": d.d, "entropy": d.entropy, "dim_F": self.dim_F,
+                "compatible": self.compatible, "separable": self.separability.separable,
+                "norm_W_star": float(torch.linalg.vector_norm(self.W_star)),
+                "norm_W_mm": None if self.svm is None else self.svm.norm,
+                "certified": None if self.svm is None else self.svm.certified}
+
+    def __repr__(self) -> str:
+        def fmt(v):
+            return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+        return "Analysis(" + ", ".join(f"{k}={fmt(v)}" for k, v in self.summary().items()) + ")"
+
+    def _repr_html_(self) -> str:
+        """A two-column table for notebooks."""
+        rows = "".join(f"<tr><td>{k}</td><td>{v:.6g}</td></tr>" if isinstance(v, float)
+                       else f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in self.summary().items())
+        return f"<table><caption>ntpbias analysis</caption>{rows}</table>"
+
     def to_dict(self) -> dict:
-        """The ``analysis.json`` record (DESIGN.md §2)."""
+        """The ``analysis.json`` record (the file formats section of the README)."""
         data, svm = self.data, self.svm
         cons = constraints(data)
         sizes = data.support_sizes
@@ -125,6 +146,8 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     >>> a = analyze(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
     >>> a.compatible, a.separability.separable, round(a.svm.norm, 6)
     (True, True, 1.154701)
+    >>> a  # doctest: +ELLIPSIS
+    Analysis(m=2, V=3, d=2, entropy=0.346574, dim_F=1, compatible=True, separable=True, ..., certified=True)
     """
     say = progress or (lambda _msg: None)
     seconds = {}
