@@ -28,20 +28,20 @@ DEFINITIONS: dict[str, str] = {
     "margin_perp": "γ(P_⊥ W_k) ||W^mm|| / ||P_⊥ W_k||: normalized NTP margin of the F^⊥ part relative to the "
                    "maximum 1/||W^mm|| (-> 1)",
     "key_lemma": "1 if CE(P_F W_k + (1+α)||P_⊥ W_k|| W^mm/||W^mm||) <= CE(W_k) (eq. (14) of paper A, α = 0.5), else 0",
-    # paper 003 (attention with trained embeddings)
-    "p_norm": "||p||: norm of the <cls> embedding (paper 003; -> ∞ in stage 2, Lemma C.1)",
-    "class_accuracy": "fraction of training sequences classified correctly, sign f(X) = y (paper 003)",
+    # paper B (attention with trained embeddings)
+    "p_norm": "||p||: norm of the <cls> embedding (paper B; -> ∞ in stage 2, Lemma C.1)",
+    "class_accuracy": "fraction of training sequences classified correctly, sign f(X) = y (paper B)",
     "epoch": "step / steps per epoch (minibatch training)",
     "selection_accuracy": "fraction of sequences X whose relevant token s*_X is the unique maximiser of p^T E_s over "
-                          "X, i.e. S_X(p) = {s*_X} (Thm 4.3, Lemma 4.5 of paper 003)",
+                          "X, i.e. S_X(p) = {s*_X} (Thm 4.3, Lemma 4.5 of paper B)",
     "margin_mm": "min_X min_{s in X, s != s*_X} p^T(E_{s*_X} - E_s) ||p̂|| / ||p||: normalized selection margin "
-                 "relative to the maximum 1/||p̂|| of Lemma 4.5's SVM (-> 1, paper 003)",
+                 "relative to the maximum 1/||p̂|| of Lemma 4.5's SVM (-> 1, paper B)",
     "loss_above_floor": "L(p) - Ê log(1 + exp(-y E_{s*_X}^T v)): excess over the loss with all attention on the "
-                        "relevant tokens (-> 0 in stage 2 of paper 003)",
+                        "relevant tokens (-> 0 in stage 2 of paper B)",
     "pearson_v_pd": "Pearson correlation of <E_s, v> with PD(s) (eq. (18)) over the tokens that occur (right panels of "
-                    "Figs. 1-3 of paper 003)",
+                    "Figs. 1-3 of paper B)",
     "pearson_p_abs_pd": "Pearson correlation of <E_s, p> with |PD(s)| over the tokens that occur (left panels of "
-                        "Figs. 1-3 of paper 003)",
+                        "Figs. 1-3 of paper B)",
     # paper C (one-layer transformer, Algorithm 1)
     "loss_L0": "L_0(W_ov) = Σ_x CE(W_ov x, n(x)): the stage-1 loss over the collocation (paper C, Sec. 4.2)",
     "norm_ov": "||W_ov||: norm of the output-value matrix (= t η₀ in stage 1 under Assumption 2)",

@@ -1,4 +1,4 @@
-"""Paper 003's experiments through the engine and the experiment layer: stage 2 on A1-base (Thm 4.3, Lemma 4.5)
+"""Paper B's experiments through the engine and the experiment layer: stage 2 on A1-base (Thm 4.3, Lemma 4.5)
 and its negative control, the Lemma 4.1 sweep against direct stage-1 steps, the Figure-2 pattern at the spec's
 CI size for models (1) and (17) (N16-ci), and real text from fixture files through preprocessing to training."""
 

@@ -1,4 +1,4 @@
-"""Numerical checks of paper 003's theory (spec attention_embeddings.md §8: N1-N12) and of the stage-2 library."""
+"""Numerical checks of paper B's theory (spec attention_embeddings.md §8: N1-N12) and of the stage-2 library."""
 
 import math
 

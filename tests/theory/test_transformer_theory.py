@@ -1,4 +1,4 @@
-"""Theory of paper 004 (spec §3, checks 8-18, 20): max-margin solutions, Proposition 2, exact stage 1, bounds.
+"""Theory of paper C (spec §3, checks 8-18, 20): max-margin solutions, Proposition 2, exact stage 1, bounds.
 
 Stage 1 and stage 2 of Algorithm 1 are run here as plain normalized-GD loops over the model's closed-form
 gradients (the training engine integration comes later); reference values are the spec's prototype numbers.

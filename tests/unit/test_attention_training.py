@@ -1,4 +1,4 @@
-"""Training problems of paper 003 on the engine: stage 2 (closed-form gradient, metrics against naive loops,
+"""Training problems of paper B on the engine: stage 2 (closed-form gradient, metrics against naive loops,
 the gradient floor) and joint minibatch training of the nn.Modules (autograd gradients against the modules
 themselves, epoch permutations, AdamW + step decay against torch.optim, exact resume, seed batching)."""
 

@@ -1,4 +1,4 @@
-"""One-layer transformer of paper 004: forwards, eq. (1) loss, closed-form stable gradients (spec §1, checks 1-4)."""
+"""One-layer transformer of paper C: forwards, eq. (1) loss, closed-form stable gradients (spec §1, checks 1-4)."""
 
 import math
 

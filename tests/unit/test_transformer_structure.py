@@ -1,4 +1,4 @@
-"""Dataset structure of paper 004 (spec §2; checks 5-7): samples, collocation, orders, classes, assumptions."""
+"""Dataset structure of paper C (spec §2; checks 5-7): samples, collocation, orders, classes, assumptions."""
 
 import itertools
 import json

@@ -1,7 +1,7 @@
 """Labelled token sequences (the attention paper's classification data, spec attention_embeddings.md §1, §5).
 
 A dataset of n sequences over a vocabulary of |S| tokens, padded to a common length T, with labels ±1
-(:class:`TokenSequences`); the token statistics of paper 003 computed on any such dataset (average signed
+(:class:`TokenSequences`); the token statistics of paper B computed on any such dataset (average signed
 frequency α_s of eq. (3), posterior difference PD(s) of eq. (18), the token types of Definition 3.1, the
 relevant token of each sequence under Assumption 1: :func:`token_statistics`, :func:`relevant_tokens`); and
 the paper's two synthetic generators (Assumption-1 data, spec §5.1: :func:`sample_assumption1`; the K-level
@@ -145,7 +145,7 @@ class TokenSequences:
 
 @dataclass(frozen=True, eq=False)
 class TokenStatistics:
-    """Per-token occurrence counts of a labelled dataset and everything paper 003 derives from them.
+    """Per-token occurrence counts of a labelled dataset and everything paper B derives from them.
 
     Counts are over real (non-padding) positions, each occurrence counted (a token repeated in a sequence
     counts as often as it appears). Types are defined on *present* tokens only (count > 0): a vocabulary
@@ -450,7 +450,7 @@ class KLevelLaw:
 
 def sample_k_level(law: KLevelLaw | None = None, *, n: int = 4096, T: int = 256, positive_fraction: float = 0.5,
                    exact_balance: bool = True, seed: int = 0) -> TokenSequences:
-    """Sample n sequences of T i.i.d. tokens from the K-level law (eq. (15) corrected), Figure 2 of paper 003.
+    """Sample n sequences of T i.i.d. tokens from the K-level law (eq. (15) corrected), Figure 2 of paper B.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The cls-attention classifiers of paper 003 (spec attention_embeddings.md §1, §6) as torch modules.
+"""The cls-attention classifiers of paper B (spec attention_embeddings.md §1, §6) as torch modules.
 
 * :class:`OneLayerAttention`, eq. (1): f(X; p, E) = softmax(p^T E_X^T) E_X v, the ``<cls>`` embedding p acting
   only as the query (it is not a key or value, spec §9.12);

@@ -1,4 +1,4 @@
-"""One-layer transformer for next-token prediction (paper 004, Sec. 3; spec transformer_ntp.md §1).
+"""One-layer transformer for next-token prediction (paper C, Sec. 3; spec transformer_ntp.md §1).
 
 Model (reparameterized form, what Algorithm 1 trains): for an input X = [x_1..x_L] (d, L) with query x_L,
 

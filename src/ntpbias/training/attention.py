@@ -1,4 +1,4 @@
-"""Training the attention models of paper 003 on the shared engine (spec attention_embeddings.md §4, §7).
+"""Training the attention models of paper B on the shared engine (spec attention_embeddings.md §4, §7).
 
 Two :class:`~ntpbias.training.loop.Problem` implementations:
 

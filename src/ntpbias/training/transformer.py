@@ -1,4 +1,4 @@
-"""Algorithm 1 of paper 004 (two-stage normalized GD) and one-stage joint training, as Trainer problems.
+"""Algorithm 1 of paper C (two-stage normalized GD) and one-stage joint training, as Trainer problems.
 
 Algorithm 1 (Sec. 4.2; spec transformer_ntp.md §3.1), from W_ov^(0) = 0 and W_kq^(0) = 0:
 

@@ -72,13 +72,13 @@ def stage_two_checks(r: StageTwoRun, run: str) -> list[Check]:
     """Theorem 4.3, Lemmas 4.5 / C.1 and the flow's behaviour for one stage-2 training, on the worst seed."""
     cfg, h, ds = r.config, r.history, r.data.ds
     last, first = h.at(), h.at(0)
-    src = "Thm 4.3 of paper 003"
+    src = "Thm 4.3 of paper B"
     out: list[Check] = []
     if h.status != "completed":
         return [Check(f"{run}: completed", "the run finished", h.status, "completed", False, "")]
     growth = min(a / b for a, b in zip(last["p_norm"], first["p_norm"], strict=True))
     out.append(check_at_least(f"{run}: ||p_t|| grows", "||p_t|| -> ∞ (Lemma C.1): final / initial norm", growth,
-                              10.0 if cfg.optimizer.name == "ngd" else 5.0, "Lemma C.1 of paper 003"))
+                              10.0 if cfg.optimizer.name == "ngd" else 5.0, "Lemma C.1 of paper B"))
     claim = "p_t/||p_t|| -> p_*(p_t), the solution of (12) for its own selection (Thm 4.3 item 2): cosine"
     bad = [o.svm for o in r.own if not o.svm.feasible]
     if bad:  # a selection (12) cannot realise is reported as such
@@ -98,14 +98,14 @@ def stage_two_checks(r: StageTwoRun, run: str) -> list[Check]:
                               "(Thm 4.3 item 1, per sequence as Lemma C.2 proves): fraction of sequences",
                               min(float(s.relevant_selected.double().mean()) for s in sel), 1.0, src))
     out.append(check_at_least(f"{run}: only s*_X selected", "S_X(p_t) = {s*_X} in every sequence (Lemma 4.5): "
-                              "fraction of sequences", min(last["selection_accuracy"]), 1.0, "Lemma 4.5 of paper 003"))
+                              "fraction of sequences", min(last["selection_accuracy"]), 1.0, "Lemma 4.5 of paper B"))
     if r.references is not None and "cos_mm" in last:
         out.append(Check(f"{run}: reference SVM certified", "Lemma 4.5's max-margin program solved with a KKT "
                          "certificate", f"{sum(ref.certified for ref in r.references)}/{len(r.references)}",
                          "all runs", all(ref.certified for ref in r.references), "spec N11"))
         out.append(check_at_least(f"{run}: cos with Lemma 4.5's p̂", "p_t/||p_t|| -> p̂/||p̂|| (Lemma 4.5)",
                                   min(last["cos_mm"]), 0.999 if cfg.optimizer.name == "ngd" else 0.98,
-                                  "Lemma 4.5 of paper 003; spec N8"))
+                                  "Lemma 4.5 of paper B; spec N8"))
         if cfg.optimizer.name == "ngd":
             out.append(check_at_least(f"{run}: normalized margin", "min_X min_s p^T(E_s* - E_s)/||p|| within 1% of "
                                       "the maximum 1/||p̂|| (ratio)", min(last["margin_mm"]), 0.99, "spec N8"))
@@ -116,7 +116,7 @@ def stage_two_checks(r: StageTwoRun, run: str) -> list[Check]:
 
 
 def lemma41_checks(arrays: dict[str, np.ndarray]) -> list[Check]:
-    src = "Lemma 4.1 of paper 003; spec N3"
+    src = "Lemma 4.1 of paper B; spec N3"
     err, bound = arrays["error"], arrays["bound"]
     ratio = float((err / bound[:, :, None]).max())
     log_d = np.log(arrays["dims"])
@@ -138,7 +138,7 @@ def lemma41_checks(arrays: dict[str, np.ndarray]) -> list[Check]:
         ev = arrays["init_event"][:, holds]
         out.append(check_at_least("Init event (22)", f"the initialisation event holds w.p. >= 1 - δ for d >= "
                                   f"{float(arrays['d_condition']):.0f} (condition (5)): fraction of draws",
-                                  float(ev.mean()), 0.99, "eq. (22) of paper 003; spec N2"))
+                                  float(ev.mean()), 0.99, "eq. (22) of paper B; spec N2"))
     return out
 
 
@@ -158,9 +158,9 @@ def _stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, 
     at = ", ".join(f"{e:g}" for e in eta0s)
     return [
         check_at_most("Step 1: output", f"y f(X; E¹, p¹) ≈ (η₀/(2T)) Σ_i y α_(x_i) (Lemma B.2, leading order; "
-                      f"η₀ = {at}): largest deviation", dev, 0.1, "Lemma B.2 of paper 003; spec N4"),
+                      f"η₀ = {at}): largest deviation", dev, 0.1, "Lemma B.2 of paper B; spec N4"),
         check_at_most("Step 1: loss decreases", f"L(E¹, p¹) - L(E⁰, p⁰) < 0 (η₀ = {at}; largest difference)",
                       decrease, 0.0, "spec N4"),
         Check("Step 1: norms (Lemma B.1)", "max_s ||E¹_s|| <= 2(1 + 2η₀) and ||p¹|| <= 2 + 11 η₀ d^{-1/4}",
-              "holds" if b1 else "violated", "holds for every seed and η₀", b1, "Lemma B.1 of paper 003; spec N5"),
+              "holds" if b1 else "violated", "holds for every seed and η₀", b1, "Lemma B.1 of paper B; spec N5"),
     ]

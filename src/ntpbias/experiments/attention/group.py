@@ -153,10 +153,10 @@ def _stage2_configs(scale: str, seeds: int, device: str) -> dict[str, StageTwoCo
 
 
 def run_group(ctx: RunContext) -> RunResult:
-    """Reproduce paper 003's synthetic experiments and theory checks into ``ctx.out``."""
+    """Reproduce paper B's synthetic experiments and theory checks into ``ctx.out``."""
     out = ensure_dir(ctx.out)
     resolve_device(ctx.device)
-    section = Section("attention", "Paper 003: attention with trained embeddings selects important tokens",
+    section = Section("attention", "Paper B: attention with trained embeddings selects important tokens",
                       description="Wu, Shevchenko, Oymak, Mondelli. One gradient step aligns each embedding with v "
                                   "in proportion to its average signed frequency α_s (Lemma 4.1); the <cls> "
                                   "embedding p then converges in direction to a max-margin solution that selects "
@@ -204,7 +204,7 @@ def run_group(ctx: RunContext) -> RunResult:
         gap = gs.lemma45_gap(ngd.stages[0].E1, data.ds, solver=ngd.config.model.solver)
         section.checks.append(Check("Lemma 4.5: margin gap", "||p̂|| <= (1 - μ)||p̂'|| with μ > 0 for every selection "
                                     "p̂' that also ties one irrelevant token (corrected direction, spec §9.4)",
-                                    gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper 003; spec N10"))
+                                    gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper B; spec N10"))
         section.tables.append(Table("Stage 2: final values per run (worst seed)",
                                     ("run", "steps", "||p_t||", "cos(p_t, p̂)", "selection accuracy",
                                      "margin / max margin", "loss - floor"),
@@ -261,15 +261,15 @@ def _stage_two_row(run: str, r: StageTwoRun) -> tuple:
 
 
 for _name, _desc, _make in (
-    ("attention-fig2", "Fig. 2 of paper 003: one-layer model, AdamW on K-level data (|S|=2048, K=8, T=256); "
+    ("attention-fig2", "Fig. 2 of paper B: one-layer model, AdamW on K-level data (|S|=2048, K=8, T=256); "
      "paper: d=2048, lr 1e-4, 196 epochs (quick: d=256, lr 1e-3, 10 epochs)", _fig2),
-    ("attention-stage2", "Paper 003 stage 2: normalized GD (h=0.5) on p with E fixed at E¹, A1-base data, "
+    ("attention-stage2", "Paper B stage 2: normalized GD (h=0.5) on p with E fixed at E¹, A1-base data, "
      "d=1024, η₀=200", lambda s: STAGE2_NGD),
-    ("attention-stage2-gd", "Paper 003 stage 2 by plain GD (h=1, 10^4 steps), A1-base data", lambda s: STAGE2_GD),
-    ("attention-stage2-lemma44", "Paper 003 Lemma 4.4 case: one irrelevant token, d=16384, normalized GD",
+    ("attention-stage2-gd", "Paper B stage 2 by plain GD (h=1, 10^4 steps), A1-base data", lambda s: STAGE2_GD),
+    ("attention-stage2-lemma44", "Paper B Lemma 4.4 case: one irrelevant token, d=16384, normalized GD",
      lambda s: STAGE2_LEMMA44),
 ):
     register_preset(Preset(_name, _desc, _make))
 
-register_group(Group("attention", "Paper 003: attention with trained embeddings (synthetic data and theory)",
+register_group(Group("attention", "Paper B: attention with trained embeddings (synthetic data and theory)",
                      FIGURES, run_group))

@@ -1,4 +1,4 @@
-"""Paper 003 on real text: Figures 1 and 3 (``reproduce attention-imdb``), and the real-data presets.
+"""Paper B on real text: Figures 1 and 3 (``reproduce attention-imdb``), and the real-data presets.
 
 * ``attention-fig3``: the one-layer model (1), all parameters trained with AdamW, on IMDB (and Yelp): <E_s, p> and
   <E_s, v> against PD(s), one row per dataset;
@@ -76,13 +76,13 @@ def _yelp(cfg: AttentionConfig) -> AttentionConfig:
 
 
 for _name, _desc, _cfg in (
-    ("attention-imdb-one-layer", "Fig. 3 of paper 003 (IMDB row): one-layer model, AdamW lr 0.01, 500 epochs, "
+    ("attention-imdb-one-layer", "Fig. 3 of paper B (IMDB row): one-layer model, AdamW lr 0.01, 500 epochs, "
      "d=2048 on the packaged IMDB reviews (--set data.path=FILE.csv for your own)", IMDB_ONE_LAYER),
-    ("attention-imdb-two-layer", "Fig. 1 of paper 003 (IMDB row): two-layer model (17), same settings",
+    ("attention-imdb-two-layer", "Fig. 1 of paper B (IMDB row): two-layer model (17), same settings",
      IMDB_TWO_LAYER),
-    ("attention-yelp-one-layer", "Fig. 3 of paper 003 (Yelp row): one-layer model on Yelp reviews "
+    ("attention-yelp-one-layer", "Fig. 3 of paper B (Yelp row): one-layer model on Yelp reviews "
      "(needs --set data.path=yelp_academic_dataset_review.json)", _yelp(IMDB_ONE_LAYER)),
-    ("attention-yelp-two-layer", "Fig. 1 of paper 003 (Yelp row): two-layer model on Yelp reviews "
+    ("attention-yelp-two-layer", "Fig. 1 of paper B (Yelp row): two-layer model on Yelp reviews "
      "(needs --set data.path=...)", _yelp(IMDB_TWO_LAYER)),
 ):
     register_preset(Preset(_name, _desc, lambda scale, cfg=_cfg: scaled(cfg, scale)))
@@ -97,14 +97,14 @@ FIGURES = {
 MODEL_FIGURE = {"one_layer": "attention-fig3", "two_layer": "attention-fig1"}
 
 
-SOURCE = {"one_layer": "Fig. 3 of paper 003", "two_layer": "Fig. 1 of paper 003"}
+SOURCE = {"one_layer": "Fig. 3 of paper B", "two_layer": "Fig. 1 of paper B"}
 
 
 def run_group(ctx: RunContext) -> RunResult:
     """Train models (1) and (17) on IMDB (and on Yelp when ``ctx.yelp`` names a file) and draw Figures 3 and 1."""
     out = ensure_dir(ctx.out)
     resolve_device(ctx.device)
-    section = Section("attention-imdb", "Paper 003 on real text: IMDB and Yelp (Figs. 1 and 3)",
+    section = Section("attention-imdb", "Paper B on real text: IMDB and Yelp (Figs. 1 and 3)",
                       description="Jointly trained one-layer (1) and two-layer (17) attention models on sentiment "
                                   "data: <E_s, v> grows with the posterior difference PD(s) and <E_s, p> with |PD(s)|, "
                                   "as the theory predicts for the one-layer model.")
@@ -148,7 +148,7 @@ def run_group(ctx: RunContext) -> RunResult:
             one, two = losses[f"{key}-one-layer"], losses[f"{key}-two-layer"]
             section.checks.append(check_at_most(f"{key}: two-layer loss below one-layer", "model (17) fits the data "
                                                 "better than model (1) (the paper reports ~1e-5 vs ~1e-1)", two, one,
-                                                "§5 of paper 003"))
+                                                "§5 of paper B"))
     for model in models:
         fig_id = MODEL_FIGURE[model]
         rows_text = " and ".join(p[1].split(",")[0] for p in panels[model])
@@ -170,4 +170,4 @@ def run_group(ctx: RunContext) -> RunResult:
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
-register_group(Group("attention-imdb", "Paper 003 on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group))
+register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group))
