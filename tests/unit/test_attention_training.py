@@ -12,12 +12,12 @@ from ntpbias.data.tokens import KLevelLaw, TokenSequences, relevant_tokens, samp
 from ntpbias.geometry import attention as ga
 from ntpbias.geometry import selection as gs
 from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention
+from ntpbias.stats import pearson
 from ntpbias.training.attention import (
     ClassifierProblem,
     StageTwoProblem,
     classifier_optimizer,
     epoch_permutation,
-    pearson,
     train_stage_two,
 )
 from ntpbias.training.loop import TrainConfig, Trainer

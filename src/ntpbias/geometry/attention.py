@@ -25,6 +25,7 @@ import torch
 from .._tensor import DEFAULT_DTYPE
 from ..data.tokens import TokenSequences, token_statistics
 from ..errors import DataError
+from ..stats import pearson
 
 # ---------------------------------------------------------------------------------------------------------------
 # Model (1): readout, loss, gradients
@@ -202,7 +203,7 @@ class StageOne:
     def correlation(self) -> float:
         """Pearson correlation of <E¹_s - E⁰_s, v> with α_s over present tokens (Lemma 4.1 predicts 1)."""
         x, y = self._shift()
-        return float(torch.corrcoef(torch.stack([x, y]))[0, 1])
+        return float(pearson(x, y))
 
     @property
     def slope_ratio(self) -> float:

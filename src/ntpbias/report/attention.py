@@ -23,17 +23,17 @@ def _first_seed(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v[m] for k, v in table.items()}
 
 
-def embedding_panels(ax_p, ax_v, table: dict[str, np.ndarray], *, color_by: str, label: str = "") -> None:
+def embedding_panels(ax_p, ax_v, table: dict[str, np.ndarray], corr: dict[str, float], *, color_by: str,
+                     label: str = "") -> None:
     """One row of Figures 1-3 for the first seed of ``table``: <E_s, p> vs PD(s) (left), <E_s, v> vs PD(s) (right).
 
     ``color_by``: "level" (K-level data: grey = irrelevant, a colour per level k = 1..K) or "count" (log10 of the
-    token's count). Each panel's title gives the Pearson and Spearman correlations.
+    token's count). Each panel's title gives the Pearson and Spearman correlations of that seed, as the checks
+    computed them (``corr``: :func:`ntpbias.experiments.attention.correlations` of the seed).
     """
-    from scipy import stats
-
     t = _first_seed(table)
     pd = t["pd"]
-    for ax, y, ylabel, x_corr in ((ax_p, t["e_dot_p"], "<E_s, p>", np.abs(pd)), (ax_v, t["e_dot_v"], "<E_s, v>", pd)):
+    for ax, y, ylabel, key in ((ax_p, t["e_dot_p"], "<E_s, p>", "p_abs_pd"), (ax_v, t["e_dot_v"], "<E_s, v>", "v_pd")):
         if color_by == "level":
             import matplotlib
 
@@ -48,7 +48,7 @@ def embedding_panels(ax_p, ax_v, table: dict[str, np.ndarray], *, color_by: str,
         else:
             sc = ax.scatter(pd, y, s=5, c=np.log10(t["count"]), cmap="viridis", alpha=0.7, rasterized=True)
             ax.figure.colorbar(sc, ax=ax, fraction=0.046, label="log10 count")
-        r, rho = stats.pearsonr(y, x_corr)[0], stats.spearmanr(y, x_corr)[0]
+        r, rho = corr[f"pearson_{key}"], corr[f"spearman_{key}"]
         against = "|PD|" if ax is ax_p else "PD"
         ax.set_title((f"{label}\n" if label else "") + f"{ylabel} vs {against}: Pearson {r:.3f}, Spearman {rho:.3f}",
                      fontsize=8)
@@ -59,11 +59,11 @@ def embedding_panels(ax_p, ax_v, table: dict[str, np.ndarray], *, color_by: str,
 
 
 @plot("attention.embeddings")
-def embedding_figure(panels: list[tuple[str, dict[str, np.ndarray]]], *, color_by: str):
-    """Figures 1-3: one row (two panels) per (label, per-token table)."""
+def embedding_figure(panels: list[tuple[str, dict[str, np.ndarray], dict[str, float]]], *, color_by: str):
+    """Figures 1-3: one row (two panels) per (label, per-token table, the first seed's correlations)."""
     fig, axes = new_figure(len(panels), 2, width=4.2, height=3.2)
-    for row, (label, table) in enumerate(panels):
-        embedding_panels(axes[row, 0], axes[row, 1], table, color_by=color_by, label=label)
+    for row, (label, table, corr) in enumerate(panels):
+        embedding_panels(axes[row, 0], axes[row, 1], table, corr, color_by=color_by, label=label)
     return fig
 
 

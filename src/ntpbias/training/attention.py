@@ -31,17 +31,11 @@ from ..data.tokens import TokenSequences, token_statistics
 from ..geometry.attention import StageOne, loss_and_grad_p
 from ..metrics import cosine
 from ..models.attention import OneLayerAttention, TwoLayerAttention, logistic_loss
+from ..stats import pearson
 from .loop import History, TrainConfig, Trainer
 from .optimizers import Optimizer, OptimizerConfig
 
 MODELS = {"one_layer": OneLayerAttention, "two_layer": TwoLayerAttention}
-
-
-def pearson(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Pearson correlation of x and y (both (..., m)) along the last dimension; NaN for a constant input."""
-    xc = x - x.mean(-1, keepdim=True)
-    yc = y - y.mean(-1, keepdim=True)
-    return (xc * yc).sum(-1) / torch.sqrt((xc * xc).sum(-1) * (yc * yc).sum(-1))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ def classifier_section(out, fig_id: str, title: str, runs: list[tuple[str, str, 
     for run, label, _, table in runs:
         path = out / f"tokens-{run}.csv"
         write_text(path, token_table_csv(table))
-        panels.append((label, read_token_table(path)))
+        saved = read_token_table(path)
+        panels.append((label, saved, correlations(saved)[int(saved["seed"].min())]))
     return FigureSpec(fig_id, title, caption, "attention.embeddings", {"panels": panels, "color_by": color_by})
 
 
