@@ -38,14 +38,19 @@ def _sequences(ds):
     return [ds.X[k, ds.mask[k]].tolist() for k in range(ds.n)]
 
 
-def test_default_init_is_the_theory_init():
-    E, p, v = theory_init(20, 32, seed=5)
+def test_theory_init_has_the_stated_law_and_the_models_use_it():
+    """E_s, p ~ N(0, I/d) and v uniform on the sphere: unit v, moments of E and p within sampling error, and a
+    seed determines the draw (the models take their parameters from the same function)."""
+    E, p, v = theory_init(400, 64, seed=5)
+    assert torch.linalg.vector_norm(v).item() == pytest.approx(1.0, abs=1e-15)
+    se = (2 / E.numel()) ** 0.5  # relative standard error of a variance estimate
+    assert E.var().item() * 64 == pytest.approx(1.0, abs=5 * se)
+    assert abs(E.mean().item()) < 5 / (E.numel() * 64) ** 0.5
+    assert torch.equal(theory_init(400, 64, seed=5)[1], p) and not torch.equal(theory_init(400, 64, seed=6)[1], p)
     for cls in (OneLayerAttention, TwoLayerAttention):
-        model = cls(20, 32, seed=5)
+        model = cls(400, 64, seed=5)
         assert torch.equal(model.E, E) and torch.equal(model.p, p) and torch.equal(model.v, v)
         assert model.E.dtype == torch.float64
-    assert torch.linalg.vector_norm(v).item() == pytest.approx(1.0, abs=1e-15)
-    assert E.std().item() == pytest.approx(32 ** -0.5, rel=0.1)
 
 
 def test_one_layer_forward_matches_a_naive_loop_on_variable_length_data():

@@ -25,6 +25,7 @@ import torch
 from .._tensor import DEFAULT_DTYPE
 from ..data.tokens import TokenSequences, token_statistics
 from ..errors import DataError
+from ..models.attention import readout_terms, theory_init
 from ..stats import pearson
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -47,12 +48,8 @@ def _readout(z: torch.Tensor, u: torch.Tensor, ds: TokenSequences):
     free of the cancellation of u_i - f once q_i ≈ 1. Padded positions get q = w = 0.
     """
     a = z[ds.X].masked_fill(~ds.mask, -math.inf)
-    q = torch.softmax(a, dim=1)
-    uX = u[ds.X]
-    r = uX.gather(1, a.argmax(1, keepdim=True))
-    du = uX - r
-    fr = (q * du).sum(1, keepdim=True)
-    return q, q * (du - fr), (r + fr).squeeze(1)
+    q, centered, f = readout_terms(a, u[ds.X])
+    return q, q * centered, f
 
 
 def readout(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, ds: TokenSequences) -> torch.Tensor:
@@ -122,20 +119,6 @@ def loss_and_grad_p(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor,
 # ---------------------------------------------------------------------------------------------------------------
 # Stage 1: initialisation, one GD step, Lemma 4.1
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def theory_init(num_tokens: int, d: int, *, seed: int = 0, dtype: torch.dtype = DEFAULT_DTYPE,
-                device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """E⁰_s, p⁰ ~ N(0, I_d/d) i.i.d. and v uniform on the unit sphere (spec §1.4), drawn in this order on the CPU.
-
-    Returns (E0 (|S|, d), p0 (d,), v (d,)).
-    """
-    gen = torch.Generator().manual_seed(seed)
-    E = torch.randn(num_tokens, d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
-    p = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
-    v = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE)
-    v = v / torch.linalg.vector_norm(v)
-    return tuple(t.to(dtype=dtype, device=device) for t in (E, p, v))
 
 
 def gd_step(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, ds: TokenSequences, *,

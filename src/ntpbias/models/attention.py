@@ -10,9 +10,9 @@ positions are removed from every softmax (keys of the first layer, positions of 
 changes nothing. The readout's backward uses the stable weight form of spec §8 (:class:`_StableReadout`),
 so autograd stays accurate when the attention concentrates (large ||p||). v is fixed (a buffer, the theory's
 default) or trained (``train_v=True``). Parameters are float64 by default and drawn from the theory's
-initialisation (spec §1.4, §9.9): E_s, p ~ N(0, I_d/d), v uniform on the unit sphere, in the same order and
-with the same generator as :func:`ntpbias.geometry.attention.theory_init`. Training uses autograd; the
-closed-form gradients of model (1) for the theory checks live in :mod:`ntpbias.geometry.attention`.
+initialisation (:func:`theory_init`): E_s, p ~ N(0, I_d/d), v uniform on the unit sphere. Training uses
+autograd; the closed-form gradients of model (1) for the theory checks live in :mod:`ntpbias.geometry.attention`,
+which shares :func:`readout_terms` and :func:`theory_init` with these modules.
 """
 
 from __future__ import annotations
@@ -28,6 +28,37 @@ from ..data.tokens import TokenSequences
 from ..errors import ConfigError, DataError
 
 
+def theory_init(num_tokens: int, d: int, *, seed: int = 0, dtype: torch.dtype = DEFAULT_DTYPE,
+                device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The theory's initialisation of model (1) (Sec. 4 of paper B): E⁰_s, p⁰ ~ N(0, I_d/d) i.i.d. and v uniform on
+    the unit sphere, drawn in this order on the CPU from one generator seeded with ``seed``.
+
+    Returns (E0 (|S|, d), p0 (d,), v (d,)).
+    """
+    if num_tokens < 1 or d < 1:
+        raise ConfigError(f"num_tokens and d must be >= 1, got {num_tokens}, {d}")
+    gen = torch.Generator().manual_seed(seed)
+    E = torch.randn(num_tokens, d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
+    p = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
+    v = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE)
+    v = v / torch.linalg.vector_norm(v)
+    return tuple(t.to(dtype=dtype, device=device) for t in (E, p, v))
+
+
+def readout_terms(a: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The readout f = Σ_i q_i u_i, q = softmax(a), in the stable form shared by the model and the theory.
+
+    Returns (q, c, f) with c_i = (u_i - r) - Σ_j q_j (u_j - r), r = u at the most attended position, so that
+    ∂f/∂a_i = q_i (u_i - f) = q_i c_i without the cancellation of u_i - f once q_i ≈ 1 (Lemma A.1 of paper B; decision
+    in docs/paper-b-attention.md). a, u: (..., T); masked positions carry a = -inf (q = 0) and a finite u.
+    """
+    q = torch.softmax(a, dim=-1)
+    r = u.gather(-1, a.argmax(-1, keepdim=True))
+    du = u - r
+    fr = (q * du).sum(-1, keepdim=True)
+    return q, du - fr, (r + fr).squeeze(-1)
+
+
 class _StableReadout(torch.autograd.Function):
     """f = Σ_i q_i u_i with q = softmax(a), differentiated in the stable weight form of spec §8.
 
@@ -39,12 +70,9 @@ class _StableReadout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, u):
-        q = torch.softmax(a, dim=-1)
-        r = u.gather(-1, a.argmax(-1, keepdim=True))
-        du = u - r
-        fr = (q * du).sum(-1, keepdim=True)
-        ctx.save_for_backward(q, du - fr)
-        return (r + fr).squeeze(-1)
+        q, centered, f = readout_terms(a, u)
+        ctx.save_for_backward(q, centered)
+        return f
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -65,19 +93,13 @@ class _ClsAttention(nn.Module, abc.ABC):
     def __init__(self, num_tokens: int, d: int, *, train_v: bool = False, seed: int = 0,
                  dtype: torch.dtype = DEFAULT_DTYPE, device=None):
         super().__init__()
-        if num_tokens < 1 or d < 1:
-            raise ConfigError(f"num_tokens and d must be >= 1, got {num_tokens}, {d}")
-        gen = torch.Generator().manual_seed(seed)
-        E = torch.randn(num_tokens, d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
-        p = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE) / math.sqrt(d)
-        v = torch.randn(d, generator=gen, dtype=DEFAULT_DTYPE)
-        v = v / torch.linalg.vector_norm(v)
-        self.E = nn.Parameter(E.to(dtype=dtype, device=device))  # (|S|, d)
-        self.p = nn.Parameter(p.to(dtype=dtype, device=device))  # (d,)
+        E, p, v = theory_init(num_tokens, d, seed=seed, dtype=dtype, device=device)
+        self.E = nn.Parameter(E)  # (|S|, d)
+        self.p = nn.Parameter(p)  # (d,)
         if train_v:
-            self.v = nn.Parameter(v.to(dtype=dtype, device=device))  # (d,)
+            self.v = nn.Parameter(v)  # (d,)
         else:
-            self.register_buffer("v", v.to(dtype=dtype, device=device))
+            self.register_buffer("v", v)
         self.train_v = train_v
 
     @property
