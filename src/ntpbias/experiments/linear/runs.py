@@ -9,9 +9,6 @@ import torch
 from ..._tensor import DTYPES, resolve_device
 from ...data.ntp import NTPData
 from ...geometry.loss import smoothness_bound
-from ...geometry.separability import ntp_separability
-from ...geometry.subspace import subspace
-from ...geometry.svm import ntp_svm
 from ...io import ensure_dir, write_npz
 from ...results import FigureSpec, RunResult, Section
 from ...training.history import History
@@ -24,19 +21,18 @@ from .config import LinearConfig
 
 
 def reference(data: NTPData, solver: str = "auto") -> tuple[LinearReference, dict]:
-    """F, W*, W^mm of ``data`` and the dataset facts shown in reports."""
-    F = subspace(data)
-    sep = ntp_separability(data)
-    W_mm = ntp_svm(data, solver).W if sep.separable else None
+    """F, W*, W^mm of ``data`` (:meth:`LinearNTPProblem.reference_for`) and the dataset facts shown in reports."""
+    ref = LinearNTPProblem.reference_for(data, solver=solver)
+    F, W_mm = ref.F, ref.W_mm
     L = smoothness_bound(data)
     facts = {
         "contexts m": data.m, "vocabulary V": data.V, "embedding dim d": data.d,
         "entropy H (nats)": data.entropy, "dim F": F.dim, "V d": data.V * data.d,
-        "NTP_H-compatible": F.compatible, "NTP-separable": sep.separable,
+        "NTP_H-compatible": F.compatible, "NTP-separable": W_mm is not None,
         "||W*||": F.norm_W_star, "||W^mm||": None if W_mm is None else float(torch.linalg.vector_norm(W_mm)),
         "smoothness bound L": L, "1/(2L)": 1 / (2 * L),
     }
-    return LinearReference(F=F, W_mm=W_mm), facts
+    return ref, facts
 
 
 def train_run(cfg: LinearConfig, data: NTPData, ref: LinearReference, ctx: RunContext, run: str) -> History:
