@@ -28,7 +28,7 @@ from .experiments import GROUPS, TRAINERS
 from .experiments.base import RunContext, get_preset, load_run_config, raise_if_failed, resolve_ids
 from .io import ensure_dir, write_json
 from .report import draw, render
-from .results import Check, RunResult, Section, read_metrics_csv, write_run
+from .results import Check, RunResult, Section, read_metrics_csv, tally, write_run
 from .training.history import History
 
 #: the ``command`` recorded in summary.json for runs started from Python
@@ -103,6 +103,7 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
             "seconds": time.perf_counter() - t0,
             "sections": [s.as_dict() for s in sections],
             "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
+            "tally": tally(c for s in sections for c in s.checks),
             "passed": all(s.passed for s in sections),
         })
     return sections

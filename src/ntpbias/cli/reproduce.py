@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..experiments.base import SCALES
+from ..results import headline
 from ._common import _console, cli, command_line, print_checks
 
 
@@ -63,9 +64,7 @@ def reproduce(ids, out, scale, seeds, device, resume, executor, workers, schedul
         click.echo((Path(out) / "summary.json").read_text(encoding="utf-8"))
     else:
         print_checks(sections)
-        n = sum(len(s.checks) for s in sections)
-        passed = sum(c.passed for s in sections for c in s.checks)
-        click.echo(f"{passed}/{n} theory checks passed; report: {Path(out) / 'report.html'}")
+        click.echo(f"{headline(c for s in sections for c in s.checks)}; report: {Path(out) / 'report.html'}")
 
 
 @cli.command(name="list")

@@ -11,7 +11,7 @@ import jinja2
 
 from .. import __version__
 from ..io import write_text
-from ..results import Section
+from ..results import Section, headline, tally
 
 
 def format_value(v) -> str:
@@ -37,8 +37,8 @@ def render(run_dir: str | Path, sections: list[Section], *, title: str, command:
     checks = [c for s in sections for c in s.checks]
     html = template.render(
         title=title, version=__version__, created=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"), command=command,
-        sections=sections, images=images, fmt=format_value, n_checks=len(checks),
-        n_passed=sum(c.passed for c in checks),
+        sections=sections, images=images, fmt=format_value, headline=headline(checks),
+        n_failed=tally(checks)["failed"], section_headline=lambda s: headline(s.checks),
     )
     path = run_dir / "report.html"
     write_text(path, html)

@@ -2,8 +2,20 @@
 and the run directory's files (``config.toml``, ``metrics.csv``, ``summary.json``)."""
 
 from .metrics_table import metrics_csv, read_metrics_csv, series
-from .records import CHECK_KINDS, Check, Figure, FigureSpec, Section, Table, check_at_least, check_at_most
+from .records import (
+    CHECK_KINDS,
+    Check,
+    Figure,
+    FigureSpec,
+    Section,
+    Table,
+    check_at_least,
+    check_at_most,
+    headline,
+    tally,
+)
 from .rundir import RunResult, config_toml, spread, write_run
 
 __all__ = ["CHECK_KINDS", "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
-           "check_at_most", "config_toml", "metrics_csv", "read_metrics_csv", "series", "spread", "write_run"]
+           "check_at_most", "config_toml", "headline", "metrics_csv", "read_metrics_csv", "series", "spread", "tally",
+           "write_run"]

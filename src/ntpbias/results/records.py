@@ -54,6 +54,38 @@ class Check:
         return {**asdict(self), "verdict": self.verdict}
 
 
+def tally(checks) -> dict[str, int]:
+    """Counts behind the headline: theorem checks passed / failed (and how many of them were outside their premises),
+    paper numbers matched / missed, calibrated and sanity checks passed / failed, vacuous bounds shown."""
+    checks = list(checks)
+
+    def count(kind, verdicts):
+        return sum(c.kind == kind and c.verdict in verdicts for c in checks)
+
+    return {
+        "theorem_passed": count("theorem", ("pass", "consistent")),
+        "theorem_outside_premises": sum(c.kind == "theorem" and c.premise_met is False for c in checks),
+        "theorem_failed": count("theorem", ("fail", "inconsistent")),
+        "paper_matched": count("paper-number", ("pass",)), "paper_missed": count("paper-number", ("fail",)),
+        "calibrated_passed": count("calibrated", ("pass",)), "calibrated_failed": count("calibrated", ("fail",)),
+        "sanity_passed": count("sanity", ("pass",)), "sanity_failed": count("sanity", ("fail",)),
+        "vacuous_shown": count("vacuous", ("shown",)),
+        "failed": sum(c.verdict in ("fail", "inconsistent") for c in checks),
+    }
+
+
+def headline(checks) -> str:
+    """One line saying what the checks show, e.g. "40 theorem checks passed (3 outside their premises: consistent),
+    2 paper numbers matched, 12 calibrated and 6 sanity checks passed, 4 vacuous bounds shown; 0 failed"."""
+    t = tally(checks)
+    outside = f" ({t['theorem_outside_premises']} outside their premises: consistent)" if t[
+        "theorem_outside_premises"] else ""
+    missed = f" (of {t['paper_matched'] + t['paper_missed']})" if t["paper_missed"] else ""
+    return (f"{t['theorem_passed']} theorem checks passed{outside}, {t['paper_matched']} paper numbers "
+            f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed, "
+            f"{t['vacuous_shown']} vacuous bounds shown; {t['failed']} failed")
+
+
 def check_at_least(name: str, claim: str, measured: float, bound: float, source: str = "", **fields) -> Check:
     """A check passing when ``measured >= bound`` (``fields``: kind, premise, premise_met, threshold_source)."""
     return Check(name, claim, float(measured), f">= {bound:g}", bool(measured >= bound), source, **fields)

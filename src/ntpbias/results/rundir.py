@@ -19,7 +19,7 @@ from ..config import to_dict, to_toml
 from ..io import write_json, write_text
 from ..training.history import History
 from .metrics_table import metrics_csv
-from .records import Section
+from .records import Section, tally
 
 
 @dataclass
@@ -67,6 +67,7 @@ def write_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
         "config": config_record,
         "sections": [section.as_dict()],
         "checks": [c.as_dict() for c in section.checks],
+        "tally": tally(section.checks),
         "passed": section.passed,
         **extra,
     }
