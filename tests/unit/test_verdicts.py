@@ -13,7 +13,8 @@ def _check(kind, passed, premise_met=None):
     ("theorem", True, True, "pass"), ("theorem", False, True, "fail"), ("theorem", True, None, "pass"),
     ("theorem", True, False, "consistent"), ("theorem", False, False, "inconsistent"),
     ("vacuous", True, None, "shown"), ("vacuous", False, None, "shown"),
-    ("paper-number", False, None, "fail"), ("calibrated", True, False, "pass"), ("sanity", False, None, "fail"),
+    ("paper-number", False, None, "fail"), ("paper-number", False, False, "inconsistent"),
+    ("calibrated", True, False, "pass"), ("sanity", False, None, "fail"),
 ])
 def test_verdict_of_each_kind(kind, passed, premise_met, verdict):
     assert _check(kind, passed, premise_met).verdict == verdict
@@ -27,14 +28,14 @@ def test_unknown_kind_is_refused():
 def test_headline_never_counts_a_vacuous_bound_as_passed():
     checks = [_check("theorem", True), _check("theorem", True, premise_met=False), _check("vacuous", True),
               _check("vacuous", False), _check("paper-number", True), _check("paper-number", False),
-              _check("calibrated", True), _check("sanity", True)]
+              _check("theorem", False, premise_met=False), _check("calibrated", True), _check("sanity", True)]
     t = tally(checks)
     assert t == {"theorem_passed": 2, "theorem_outside_premises": 1, "theorem_failed": 0, "paper_matched": 1,
                  "paper_missed": 1, "calibrated_passed": 1, "calibrated_failed": 0, "sanity_passed": 1,
-                 "sanity_failed": 0, "vacuous_shown": 2, "failed": 1}
+                 "sanity_failed": 0, "vacuous_shown": 2, "inconsistent": 1, "failed": 1}
     assert headline(checks) == ("2 theorem checks passed (1 outside their premises: consistent), 1 paper numbers "
-                                "matched (of 2), 1 calibrated and 1 sanity checks passed, 2 vacuous bounds shown; "
-                                "1 failed")
+                                "matched (of 2), 1 calibrated and 1 sanity checks passed, 2 vacuous bounds shown, "
+                                "1 inconsistent outside their premises; 1 failed")
 
 
 def test_linear_group_checks_say_what_they_prove(tmp_path):

@@ -52,7 +52,7 @@ def load_ntp_data(path: str, *, context_length: int | None, autoregressive: bool
 
 #: how each check verdict prints (see :attr:`ntpbias.results.Check.verdict`)
 VERDICT_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "consistent": "[green]consistent[/]",
-                 "inconsistent": "[red]inconsistent[/]", "shown": "[dim]shown[/]"}
+                 "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]"}
 
 
 def print_checks(sections) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 #: What a check proves. ``theorem``: a paper's proven statement (a pass proves it holds on this run when
 #: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number the
-#: paper states, reproduced; ``calibrated``: a level set on other seeds/subsamples (``threshold_source`` says which);
-#: ``sanity``: an implementation invariant; ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
+#: paper states, reproduced (at other settings than the paper's, "consistent"/"inconsistent"); ``calibrated``: a
+#: level set on other seeds/subsamples (``threshold_source`` says which); ``sanity``: an implementation invariant; ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
 CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "vacuous")
 
 
@@ -43,10 +43,11 @@ class Check:
 
     @property
     def verdict(self) -> str:
-        """"pass" / "fail"; "consistent" / "inconsistent" for a theorem outside its premises; "shown" when vacuous."""
+        """"pass" / "fail"; "consistent" / "inconsistent" for a theorem outside its premises (a paper number away from
+        the paper's settings); "shown" when vacuous. Only "fail" is a failure."""
         if self.kind == "vacuous":
             return "shown"
-        if self.kind == "theorem" and self.premise_met is False:
+        if self.kind in ("theorem", "paper-number") and self.premise_met is False:
             return "consistent" if self.passed else "inconsistent"
         return "pass" if self.passed else "fail"
 
@@ -64,13 +65,15 @@ def tally(checks) -> dict[str, int]:
 
     return {
         "theorem_passed": count("theorem", ("pass", "consistent")),
-        "theorem_outside_premises": sum(c.kind == "theorem" and c.premise_met is False for c in checks),
-        "theorem_failed": count("theorem", ("fail", "inconsistent")),
-        "paper_matched": count("paper-number", ("pass",)), "paper_missed": count("paper-number", ("fail",)),
+        "theorem_outside_premises": count("theorem", ("consistent",)),
+        "theorem_failed": count("theorem", ("fail",)),
+        "paper_matched": count("paper-number", ("pass", "consistent")),
+        "paper_missed": count("paper-number", ("fail",)),
         "calibrated_passed": count("calibrated", ("pass",)), "calibrated_failed": count("calibrated", ("fail",)),
         "sanity_passed": count("sanity", ("pass",)), "sanity_failed": count("sanity", ("fail",)),
         "vacuous_shown": count("vacuous", ("shown",)),
-        "failed": sum(c.verdict in ("fail", "inconsistent") for c in checks),
+        "inconsistent": sum(c.verdict == "inconsistent" for c in checks),
+        "failed": sum(c.verdict == "fail" for c in checks),
     }
 
 
@@ -81,9 +84,10 @@ def headline(checks) -> str:
     outside = f" ({t['theorem_outside_premises']} outside their premises: consistent)" if t[
         "theorem_outside_premises"] else ""
     missed = f" (of {t['paper_matched'] + t['paper_missed']})" if t["paper_missed"] else ""
+    inconsistent = f", {t['inconsistent']} inconsistent outside their premises" if t["inconsistent"] else ""
     return (f"{t['theorem_passed']} theorem checks passed{outside}, {t['paper_matched']} paper numbers "
             f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed, "
-            f"{t['vacuous_shown']} vacuous bounds shown; {t['failed']} failed")
+            f"{t['vacuous_shown']} vacuous bounds shown{inconsistent}; {t['failed']} failed")
 
 
 def check_at_least(name: str, claim: str, measured: float, bound: float, source: str = "", **fields) -> Check:
@@ -145,7 +149,7 @@ class Section:
 
     @property
     def passed(self) -> bool:
-        """No check failed (vacuous bounds and theorems outside their premises never fail a section)."""
+        """No check failed (vacuous bounds and checks outside their premises never fail a section)."""
         return all(c.verdict != "fail" for c in self.checks)
 
     def as_dict(self) -> dict:
