@@ -12,7 +12,8 @@ from pathlib import Path
 #: What a check proves. ``theorem``: a paper's proven statement (a pass proves it holds on this run when
 #: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number the
 #: paper states, reproduced (at other settings than the paper's, "consistent"/"inconsistent"); ``calibrated``: a
-#: level set on other seeds/subsamples (``threshold_source`` says which); ``sanity``: an implementation invariant; ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
+#: level set on other seeds/subsamples (``threshold_source`` says which); ``sanity``: an implementation invariant;
+#: ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
 CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "vacuous")
 
 
