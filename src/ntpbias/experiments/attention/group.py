@@ -84,8 +84,10 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> RunResult:
                                     "correlations, per epoch.", "attention.training",
                                     {"rows": history.rows(), "runs": ["train"]}))
     thresholds = SYNTHETIC_THRESHOLDS if not cfg.data.is_text else REAL_THRESHOLDS[cfg.model.kind]
+    text = cfg.data.is_text
     section.checks.extend(pattern_checks("train", table, history, thresholds=thresholds,
-                                         min_accuracy=0.99 if not cfg.data.is_text else 0.0))
+                                         min_accuracy=0.99 if not text else 0.0, data="text" if text else "k_level",
+                                         data_seed=cfg.data.seed if not text or cfg.data.subsample else None))
     return RunResult(section, cfg, [history],
                      {"status": history.status, "final": history.at(), "correlations": correlations(table)})
 
@@ -205,7 +207,10 @@ def run_group(ctx: RunContext) -> RunResult:
         gap = gs.lemma45_gap(ngd.stages[0].E1, data.ds, solver=ngd.config.model.solver)
         section.checks.append(Check("Lemma 4.5: margin gap", "||p̂|| <= (1 - μ)||p̂'|| with μ > 0 for every selection "
                                     "p̂' that also ties one irrelevant token (corrected direction, spec §9.4)",
-                                    gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper B; spec N10"))
+                                    gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper B", kind="theorem",
+                                    premise="Assumption 1 (the A1-base data satisfy it)", premise_met=True,
+                                    threshold_source="the lemma's condition μ > 0; alternatives: every selection that "
+                                                     "adds one irrelevant token"))
         section.tables.append(Table("Stage 2: final values per run (worst seed)",
                                     ("run", "steps", "||p_t||", "cos(p_t, p̂)", "selection accuracy",
                                      "margin / max margin", "loss - floor"),
@@ -226,32 +231,43 @@ def run_group(ctx: RunContext) -> RunResult:
                                                                    "stage2-gd": "GD (h = 1)"}}))
 
     if ctx.wants("attention-fig2"):
-        cfg = replace(_fig2(ctx.scale), seeds=max(1, ctx.seeds), device=ctx.device)
-        configs["fig2"] = cfg
-        data = cfg.data.build()
+        base = replace(_fig2(ctx.scale), seeds=max(1, ctx.seeds), device=ctx.device)
+        data = base.data.build()
         section.facts.update({f"Fig. 2 data: {k}": v for k, v in data.facts.items()})
-        ctx.say("Figure 2: one-layer model on K-level data")
-        history, problem = train_classifier(cfg, data, ctx, "fig2")
-        raise_if_failed(history)
-        histories.append(history)
-        section.seconds += history.seconds
-        table = token_table(data, problem, history)
-        section.checks.extend(pattern_checks("fig2", table, history))
-        corr = correlations(table)
-        section.tables.append(Table("Fig. 2: correlations per seed", ("seed", *next(iter(corr.values()))),
-                                    tuple((s, *c.values()) for s, c in corr.items())))
+        panels, corr_rows, fig2_histories = [], [], []
+        for run, train_v, label in V_VARIANTS["fig2"]:
+            cfg = replace(base, model=replace(base.model, train_v=train_v))
+            configs[run] = cfg
+            ctx.say(f"Figure 2: one-layer model on K-level data, {label}")
+            history, problem = train_classifier(cfg, data, ctx, run)
+            raise_if_failed(history)
+            histories.append(history)
+            fig2_histories.append(history)
+            section.seconds += history.seconds
+            table = token_table(data, problem, history)
+            section.checks.extend(pattern_checks(run, table, history, data_seed=cfg.data.seed))
+            corr = correlations(table)
+            corr_rows += [(run, s, *c.values(), max(history.at()["loss"])) for s, c in corr.items()]
+            panels.append((run, f"{data.description}, {label}", history, table))
+        section.tables.append(Table("Fig. 2: correlations and final loss per run and seed",
+                                    ("run", "seed", *next(iter(corr.values())), "final loss"), tuple(corr_rows)))
         section.plots.append(classifier_section(
-            out, "attention-fig2", "Figure 2: one-layer model on K-level data", [("fig2", data.description, history,
-                                                                                  table)],
-            color_by="level", caption=f"<E_s, p> (left) and <E_s, v> (right) against PD(s) after AdamW training of "
-            f"all parameters (d = {cfg.model.d}, {cfg.train.epochs} epochs, lr {cfg.optimizer.lr:g}); colour: "
-            f"importance level "
-            f"k (grey: irrelevant tokens S~). Per-token values: tokens-fig2.csv."))
+            out, "attention-fig2", "Figure 2: one-layer model on K-level data", panels, color_by="level",
+            caption=f"<E_s, p> (left) and <E_s, v> (right) against PD(s) after AdamW training (d = {base.model.d}, "
+                    f"{base.train.epochs} epochs, lr {base.optimizer.lr:g}) of all parameters (top row, the paper's "
+                    "setting) and with v fixed at a random unit vector (bottom row, the theory's setting); colour: "
+                    "importance level k (grey: irrelevant tokens S~). Per-token values: tokens-<run>.csv."))
         section.plots.append(FigureSpec("attention-fig2-training", "Figure 2: training", "Loss and accuracy on the "
-                                        "training data and the two correlations of the figure, per epoch.",
-                                        "attention.training", {"rows": history.rows(), "runs": ["fig2"]}))
+                                        "training data and the two correlations of the figure, per epoch, with v "
+                                        "trained and with v fixed.", "attention.training",
+                                        {"rows": [r for h in fig2_histories for r in h.rows()],
+                                         "runs": [h.run for h in fig2_histories]}))
     return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
+
+
+#: the joint-training runs of Figs. 1-3: v trained (Sec. 5 of paper B trains all parameters) and v fixed (the theory)
+V_VARIANTS = {"fig2": (("fig2", True, "v trained"), ("fig2-v-fixed", False, "v fixed"))}
 
 
 def _stage_two_row(run: str, r: StageTwoRun) -> tuple:
