@@ -99,9 +99,11 @@ def _collect(record: dict, names: tuple[str, ...], checks: bool) -> tuple[dict[s
             out[name] = _metric(final[name])
         else:
             missing.append(name)
-    if checks:
-        out["checks_passed"] = str(sum(bool(c.get("passed")) for c in cks))
-        out["checks_total"] = str(len(cks))
+    if checks:  # vacuous bounds ("shown") are not counted; "consistent" counts as passed
+        counted = [c for c in cks if c.get("verdict", "pass" if c.get("passed") else "fail") != "shown"]
+        out["checks_passed"] = str(sum(c.get("verdict", "pass" if c.get("passed") else "fail") in ("pass", "consistent")
+                                       for c in counted))
+        out["checks_total"] = str(len(counted))
     return out, missing
 
 
