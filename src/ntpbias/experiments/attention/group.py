@@ -21,7 +21,7 @@ from .checks import (
     pattern_checks,
     stage_two_checks,
 )
-from .config import STAGE2_GD, STAGE2_LEMMA44, STAGE2_NGD, AttentionConfig, Lemma41Config, StageTwoConfig, _fig2
+from .config import FIG2, STAGE2_GD, STAGE2_LEMMA44, STAGE2_NGD, AttentionConfig, Lemma41Config, StageTwoConfig, _fig2
 from .runs import (
     StageTwoRun,
     correlations,
@@ -257,6 +257,13 @@ def run_group(ctx: RunContext) -> RunResult:
                     f"{base.train.epochs} epochs, lr {base.optimizer.lr:g}) of all parameters (top row, the paper's "
                     "setting) and with v fixed at a random unit vector (bottom row, the theory's setting); colour: "
                     "importance level k (grey: irrelevant tokens S~). Per-token values: tokens-<run>.csv."))
+        why = "the paper's setting" if ctx.scale == "paper" else f"{ctx.scale} scale (minutes on a CPU)"
+        header = ("quantity", "paper B", "ntpbias", "why they differ")
+        section.tables.append(Table("Paper vs ntpbias (Fig. 2)", header, (
+            ("embedding dimension d", FIG2.model.d, base.model.d, why),
+            ("epochs", FIG2.train.epochs, base.train.epochs, why),
+            ("AdamW learning rate", FIG2.optimizer.lr, base.optimizer.lr, why + ": fewer epochs, larger steps"),
+            ("trained parameters", "all (E, p, v)", "all (E, p, v); v fixed in the theory variant", "as the paper"))))
         section.plots.append(FigureSpec("attention-fig2-training", "Figure 2: training", "Loss and accuracy on the "
                                         "training data and the two correlations of the figure, per epoch, with v "
                                         "trained and with v fixed.", "attention.training",

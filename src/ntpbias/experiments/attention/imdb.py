@@ -143,7 +143,7 @@ def run_group(ctx: RunContext) -> RunResult:
                              "`ntpbias train --preset attention-yelp-one-layer --set data.path=FILE --out DIR`.")
     models = [m for m, fig in MODEL_FIGURE.items() if ctx.wants(fig)]
     base = {"one_layer": IMDB_ONE_LAYER, "two_layer": IMDB_TWO_LAYER}
-    histories, configs, panels, losses = [], {}, {m: [] for m in models}, {}
+    histories, configs, panels, losses, paper_rows = [], {}, {m: [] for m in models}, {}, []
     for key, (name, data_changes) in datasets.items():
         data: TokenData | None = None
         for model, (suffix, train_v, variant) in itertools.product(models, VARIANTS):
@@ -172,6 +172,11 @@ def run_group(ctx: RunContext) -> RunResult:
             panels[model].append((run, f"{name}, {model.replace('_', '-')} model, {variant}", history, table))
         if {"one_layer", "two_layer"} <= set(models):
             section.checks.extend(_loss_order_checks(key, losses, paper_settings=ctx.scale == "paper"))
+            why = ("the paper's settings" if ctx.scale == "paper" else
+                   f"{ctx.scale} scale: a subsample, d = {cfg.model.d}, {cfg.train.epochs} epochs (paper: every "
+                   "review, d = 2048, 500 epochs)")
+            paper_rows += [(f"{name}: final training loss, {m.replace('_', '-')} model (v trained)", PAPER_LOSS[m],
+                            losses[f"{key}-{m.replace('_', '-')}"], why) for m in ("two_layer", "one_layer")]
     for model in models:
         fig_id = MODEL_FIGURE[model]
         rows_text = " and ".join(p[1].split(",")[0] for p in panels[model])
@@ -183,6 +188,9 @@ def run_group(ctx: RunContext) -> RunResult:
                     f"(d = {cfg.model.d}, {cfg.train.epochs} epochs, lr {cfg.optimizer.lr:g}) of all parameters (the "
                     "paper's setting) and with v fixed (the theory's setting), one row each; colour: log10 of the "
                     "token's count. Per-token values with the token strings: tokens-<run>.csv."))
+    if paper_rows:
+        section.tables.append(Table("Paper vs ntpbias", ("quantity", "paper B", "ntpbias", "why they differ"),
+                                    tuple(paper_rows)))
     if histories:
         runs = sorted(h.run for h in histories)
         all_rows = [r for h in histories for r in h.rows()]
