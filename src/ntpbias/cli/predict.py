@@ -23,17 +23,22 @@ from ._common import cli
 @click.option("--allow-violations", is_flag=True,
               help="Train even when the sentences violate Assumption 1 or 3 (the guarantees then do not apply).")
 @click.option("--json", "as_json", is_flag=True,
-              help='Print a JSON list of {"input", "prediction", "probability", "query_seen"}.')
+              help='Print a JSON list of {"input", "prediction", "probability", "runner_up", "runner_up_probability", '
+                   '"tie", "guarantee", "query_seen"}.')
 def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
-    """Train on SENTENCES with Algorithm 1 and print the predicted next token of each --input.
+    """Train on SENTENCES with Algorithm 1 and print the predicted next token of each --input, with the result
+    that covers it.
 
     Algorithm 1 of the paper, at its default settings: normalized GD from zero, first on the
     collocation loss L_0 in W_ov (η₀ = 0.2/√d), then on the full loss in W_kq with W_ov frozen
     (η = 0.05/√d), --steps iterations each, with d = |V|. Inputs may be sequences never seen in
-    training (Theorem 3: an input made of a token that is non-comparable under the query and tokens
-    below it is completed with that token's collocation). Data that violate the paper's assumptions
-    are refused (exit 2, naming the violation and the results that no longer apply) unless
-    --allow-violations is given.
+    training. Each answer names the result that fixes it: "Theorem 2" when the training orders put one
+    token above all others in the input (an optimal token is present; Lemma 5 puts the attention on it),
+    "Theorem 3" when the input is one non-comparable token and non-optimal tokens under a query seen in
+    training, "none" otherwise: then no theorem covers the input, and an exact tie between the two most
+    likely tokens (within round-off) is reported as `tie`, never as a confident answer. Data that violate
+    the paper's assumptions are refused (exit 2, naming the violation and the results that no longer
+    apply) unless --allow-violations is given.
 
     \b
     Examples:
@@ -42,7 +47,7 @@ def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
     """
     import torch
 
-    from ..data.structure import analyze_structure, regenerate_labels
+    from ..data.structure import analyze_structure, regenerate_labels, theorem3_premise
     from ..errors import DataError
     from ..models.transformer import token_embeddings
     from ..training.loop import TrainConfig
@@ -71,32 +76,50 @@ def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
     L = max(map(len, ids))
     X = torch.tensor([x + [0] * (L - len(x)) for x in ids])
     mask = torch.tensor([[True] * len(x) + [False] * (L - len(x)) for x in ids])
-    pred, prob, _, _ = model_predict(result.W_ov[0], result.W_kq[0], E, X, mask)
+    _, _, probs, _ = model_predict(result.W_ov[0], result.W_kq[0], E, X, mask)
+    top, order = probs.topk(2, dim=1)
     known = regenerate_labels(structure, X, mask)  # the label the training data's orders determine, -1 if none
+    covered = theorem3_premise(structure, X, mask)
+    tie = (top[:, 0] - top[:, 1]).abs() <= TIE_TOLERANCE * top[:, 0]
+    guarantee = [GUARANTEES[0] if t else GUARANTEES[1] if k >= 0 else GUARANTEES[2] if c else GUARANTEES[0]
+                 for t, k, c in zip(tie.tolist(), known.tolist(), covered.tolist(), strict=True)]
     seen_queries = set(structure.queries)
-    records = [{"input": " ".join(toks), "prediction": samples.vocab[int(p)], "probability": float(pr),
-                "query_seen": len(x) == 1 or x[-1] in seen_queries}
-               for toks, x, p, pr in zip(tokens, ids, pred.tolist(), prob.tolist(), strict=True)]
+    records = [{"input": " ".join(toks), "prediction": samples.vocab[int(o[0])], "probability": float(p[0]),
+                "runner_up": samples.vocab[int(o[1])], "runner_up_probability": float(p[1]), "tie": bool(t),
+                "guarantee": g, "query_seen": len(x) == 1 or x[-1] in seen_queries}
+               for toks, x, o, p, t, g in zip(tokens, ids, order.tolist(), top.tolist(), tie.tolist(), guarantee,
+                                               strict=True)]
     if as_json:
         click.echo(json.dumps(records, indent=2))
         return
-    _print(records, [samples.vocab[int(k)] if k >= 0 else None for k in known.tolist()])
+    _print(records)
 
 
-def _print(records: list[dict], determined: list[str | None]) -> None:
+#: two probabilities this close (relative) are a tie: the argmax between them is decided by round-off
+TIE_TOLERANCE = 1e-9
+#: the results that can fix a prediction (see the command's help)
+GUARANTEES = ("none", "Theorem 2", "Theorem 3")
+
+
+def _print(records: list[dict]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title_justify="left")
-    for name in ("input", "prediction", "probability", "note"):
+    for name in ("input", "prediction", "probability", "runner-up", "guarantee"):
         table.add_column(name)
-    for rec, label in zip(records, determined, strict=True):
-        if not rec["query_seen"]:
-            note = "the query never ends a training input: uniform attention, no guarantee"
-        elif label is None:
-            note = "unseen combination (Theorem 3)"
+    for rec in records:
+        if rec["tie"]:
+            note = f"none: a tie with {rec['runner_up']} (the argmax is round-off)"
+        elif rec["guarantee"] == "Theorem 2":
+            note = "Theorem 2 / Lemma 5: the training orders put one token of the input above the others"
+        elif rec["guarantee"] == "Theorem 3":
+            note = "Theorem 3: one non-comparable token and non-optimal tokens under a seen query"
+        elif not rec["query_seen"]:
+            note = "none: the query never ends a training input (uniform attention)"
         else:
-            note = f"the training orders give {label}"
-        table.add_row(escape(rec["input"]), escape(rec["prediction"]), f"{rec['probability']:.4f}", escape(note))
+            note = "none: no theorem covers this input"
+        table.add_row(escape(rec["input"]), escape(rec["prediction"]), f"{rec['probability']:.4f}",
+                      f"{escape(rec['runner_up'])} {rec['runner_up_probability']:.4f}", escape(note))
     Console().print(table)
