@@ -34,7 +34,10 @@ def load_sentences(name: str):
 @click.option("--max-margin", is_flag=True,
               help="Also solve W_ov* and W_kq* (one-hot embeddings) and compare Proposition 2 with the QP.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON instead of tables.")
-def structure(sentences, query, max_margin, as_json):
+@click.option("--plot", "plot_path", default=None, metavar="OUT.png",
+              help="Also draw paper C's Figure 1 for the dataset: the collocation and each query's partial order "
+                   "(.png, .svg or .pdf).")
+def structure(sentences, query, max_margin, as_json, plot_path):
     """Collocation, query-dependent partial orders, token classes and Assumptions 1 and 3 of a dataset.
 
     SENTENCES is a text file with one training sentence per line (whitespace-separated tokens; every
@@ -47,10 +50,13 @@ def structure(sentences, query, max_margin, as_json):
       ntpbias structure example1
       ntpbias structure sentences.txt --json
       ntpbias structure example1 --query P --max-margin
+      ntpbias structure example1 --plot figure1.png
     """
     from ..data.structure import analyze_structure
     from ..errors import DataError
 
+    if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise DataError(f"--plot {plot_path}: give a .png, .svg or .pdf file name")
     samples = load_sentences(sentences)
     st = analyze_structure(samples)
     record = st.to_dict()
@@ -66,6 +72,11 @@ def structure(sentences, query, max_margin, as_json):
         click.echo(json.dumps(record, indent=2))
     else:
         _print(record)
+    if plot_path is not None:
+        from ..report.figures import save_to
+        from ..report.structure import structure_data, structure_figure
+
+        save_to(structure_figure(**structure_data(st)), [plot_path])
     if not st.assumptions_hold:
         raise DataError(st.failure_message())
 

@@ -44,17 +44,22 @@ def styled():
     return plt.rc_context(STYLE)
 
 
-def save(fig, run_dir: str | Path, fig_id: str, title: str, caption: str) -> Figure:
-    """Write ``figures/<fig_id>.png`` and ``.svg`` under ``run_dir`` atomically; close the figure."""
-    run_dir = Path(run_dir)
-    ensure_dir(run_dir / "figures")
+def save_to(fig, paths) -> None:
+    """Write ``fig`` to each path (format from the suffix: png, svg or pdf) atomically; close the figure."""
     with plt.rc_context(STYLE):
         if fig.get_layout_engine() is None:
             fig.tight_layout()
-        for ext in ("png", "svg"):
-            with atomic_path(run_dir / "figures" / f"{fig_id}.{ext}") as tmp:
+        for path in map(Path, paths):
+            ext = path.suffix.lstrip(".").lower()
+            with atomic_path(path) as tmp:
                 fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
     plt.close(fig)
+
+
+def save(fig, run_dir: str | Path, fig_id: str, title: str, caption: str) -> Figure:
+    """Write ``figures/<fig_id>.png`` and ``.svg`` under ``run_dir`` atomically; close the figure."""
+    folder = ensure_dir(Path(run_dir) / "figures")
+    save_to(fig, [folder / f"{fig_id}.png", folder / f"{fig_id}.svg"])
     return Figure(fig_id, title, caption, f"figures/{fig_id}.png", f"figures/{fig_id}.svg")
 
 
