@@ -74,9 +74,9 @@ def structure(sentences, query, max_margin, as_json, plot_path):
         _print(record)
     if plot_path is not None:
         from ..report.figures import save_to
-        from ..report.structure import structure_data, structure_figure
+        from ..report.structure import structure_figure
 
-        save_to(structure_figure(**structure_data(st)), [plot_path])
+        save_to(structure_figure(st), [plot_path])
     if not st.assumptions_hold:
         raise DataError(st.failure_message())
 

@@ -29,11 +29,12 @@ def structure_data(structure) -> dict:
 
 
 @plot("structure.figure1")
-def structure_figure(vocab: list[str], next_token: list[int], relations: list[list[int]],
-                     classes: dict[int, list[str]]):
+def structure_figure(structure):
     """Left: the collocation x -> n(x) on a circle. Right: per query q, the tokens of q's order in three rows
     (optimal, non-comparable, non-optimal: Theorem 3 inserts the middle row between the others) with an arrow
-    u -> v for every training relation u >_q v."""
+    u -> v for every training relation u >_q v. ``structure``: a :class:`~ntpbias.data.structure.DatasetStructure`."""
+    data = structure_data(structure)
+    vocab, next_token, relations, classes = data["vocab"], data["next_token"], data["relations"], data["classes"]
     queries = list(classes)[:MAX_QUERIES]
     cols = min(4, max(1, len(queries)))
     rows = max(1, -(-len(queries) // cols))
