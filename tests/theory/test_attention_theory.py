@@ -275,6 +275,21 @@ def test_n10_lemma45_gap_condition(a1_runs):
     assert 0 < gap.n_infeasible < len(gap.alternatives)
 
 
+def test_lemma45_gap_samples_selections_with_several_irrelevant_tokens(a1_runs):
+    """The lemma quantifies over every selection adding irrelevant tokens: random multi-token ones are solved too,
+    and none has a smaller norm than p̂ (the lemma's conclusion on this data); the count of all alternatives is
+    computed independently."""
+    ds, st, _, _ = a1_runs[0]
+    gap = gs.lemma45_gap(st.E1, ds, samples=30, seed=1)
+    assert len(gap.sampled_norms) == 30 and gap.n_checked == len(gap.alternatives) + 30
+    assert (gap.sampled_norms >= gap.norm).all() and gap.mu > 0
+    s_star = relevant_tokens(ds)
+    per_sequence = [len({int(t) for t in ds.X[k, ds.mask[k]].tolist()} - {int(s_star[k])}) for k in range(ds.n)]
+    assert gap.n_possible == 2.0 ** sum(per_sequence) - 1  # every non-empty choice of irrelevant tokens
+    again = gs.lemma45_gap(st.E1, ds, samples=30, seed=1)
+    assert torch.equal(again.sampled_norms, gap.sampled_norms)  # seeded
+
+
 def _slsqp_selection(E, ds, selected):
     """(12) solved independently: all (s, s') pairs and all tie pairs, p = E^T c, scipy SLSQP."""
     En = E.numpy()

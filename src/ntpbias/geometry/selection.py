@@ -291,16 +291,25 @@ class GapCondition:
     ----------
     norm : ||p̂||.  alternatives : (A, 2) LongTensor of (sequence index, token u).
     alternative_norms : (A,) ||p̂'|| (inf where that (12) is infeasible).
+    sampled_norms : (S,) ||p̂'|| of random selections that add any set of irrelevant tokens to any sequences.
+    n_possible : the number of alternative selections of the lemma (every non-empty choice of irrelevant tokens
+        per sequence), as a float (it is astronomically large beyond toy sizes).
     """
 
     norm: float
     alternatives: torch.Tensor
     alternative_norms: torch.Tensor
+    sampled_norms: torch.Tensor
+    n_possible: float
+
+    @property
+    def n_checked(self) -> int:
+        return len(self.alternative_norms) + len(self.sampled_norms)
 
     @property
     def ratio(self) -> float:
-        """max ||p̂|| / ||p̂'|| over the alternatives."""
-        return float((self.norm / self.alternative_norms).max())
+        """max ||p̂|| / ||p̂'|| over the alternatives (one-token and sampled)."""
+        return float((self.norm / torch.cat([self.alternative_norms, self.sampled_norms])).max())
 
     @property
     def mu(self) -> float:
@@ -308,15 +317,18 @@ class GapCondition:
 
     @property
     def n_infeasible(self) -> int:
-        return int(torch.isinf(self.alternative_norms).sum())
+        return int(torch.isinf(torch.cat([self.alternative_norms, self.sampled_norms])).sum())
 
 
-def lemma45_gap(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto", tol: float = KKT_TOL) -> GapCondition:
+def lemma45_gap(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto", tol: float = KKT_TOL,
+                samples: int = 0, seed: int = 0) -> GapCondition:
     """Solve (12) for every alternative selection {s*_X, u} (one sequence X, one irrelevant u ∈ X; all other
-    sequences select s* only) and compare norms with the important-only SVM (spec N10).
+    sequences select s* only), and for ``samples`` random selections that add a random non-empty set of irrelevant
+    tokens to a random non-empty set of sequences, and compare norms with the important-only SVM (Lemma 4.5 of
+    paper B; its set of alternatives is too large to enumerate beyond toy sizes).
 
-    One QP per distinct (X, u) pair (a loop over programs). DataError on data violating Assumption 1; an
-    infeasible alternative is kept with norm inf (it cannot be a limit direction).
+    One QP per alternative (a loop over programs). DataError on data violating Assumption 1; an infeasible
+    alternative is kept with norm inf (it cannot be a limit direction).
     """
     ds = _check(E, ds)
     s_star = relevant_tokens(ds)
@@ -332,4 +344,17 @@ def lemma45_gap(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto", to
         sel = base.clone()
         sel[k] |= ds.X[k] == u
         norms[idx] = max_margin_selection(E, ds, sel, solver=solver, tol=tol).norm
-    return GapCondition(norm=ref.norm, alternatives=alts, alternative_norms=norms)
+    per_sequence = torch.bincount(alts[:, 0], minlength=ds.n).double()  # distinct irrelevant tokens per sequence
+    n_possible = float(torch.exp2(per_sequence).prod()) - 1.0
+    gen = torch.Generator().manual_seed(seed)
+    sampled = torch.empty(samples, dtype=E.dtype)
+    for idx in range(samples):
+        chosen = alts[torch.rand(alts.shape[0], generator=gen) < 0.25]
+        if not len(chosen):
+            chosen = alts[torch.randint(alts.shape[0], (1,), generator=gen)]
+        add = torch.zeros(ds.n, E.shape[0], dtype=torch.bool)
+        add[chosen[:, 0], chosen[:, 1]] = True  # (sequence, token) pairs that join the selection
+        sel = base | (add.gather(1, ds.X.cpu()).to(base.device) & ds.mask)
+        sampled[idx] = max_margin_selection(E, ds, sel, solver=solver, tol=tol).norm
+    return GapCondition(norm=ref.norm, alternatives=alts, alternative_norms=norms, sampled_norms=sampled,
+                        n_possible=n_possible)
