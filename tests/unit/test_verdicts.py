@@ -64,3 +64,21 @@ def test_a_train_run_on_a_calibration_dataset_says_it_is_not_held_out(tmp_path):
     run = nb.train("linear-fig4-gd", out=tmp_path / "r", set={"train.steps": 50, "data.seed": 3})
     calibrated = [c for c in run.checks if c.kind == "calibrated"]
     assert calibrated and all("not held out" in c.threshold_source for c in calibrated)
+
+
+def test_the_2d_example_satisfies_every_statement_of_figure_1_and_the_symmetric_one_does_not():
+    """Decision A-D2: contexts at 90°, 205°, 300° and the first Dirichlet draw whose H rounds to 0.8811 make every
+    statement of Fig. 1's caption hold; the symmetric configuration (equal cones) cannot show 'the wider the cone,
+    the larger the norm', and its draw has another entropy (so these checks can fail)."""
+    from ntpbias.experiments.linear.checks import _two_d_checks
+    from ntpbias.experiments.linear.config import TWO_D, TWO_D_SYMMETRIC
+    from ntpbias.experiments.linear.runs import reference
+
+    def verdicts(cfg):
+        data = cfg.data.build()
+        return {c.name: c.verdict for c in _two_d_checks(data, reference(data)[0])}
+
+    faithful, symmetric = verdicts(TWO_D), verdicts(TWO_D_SYMMETRIC)
+    assert set(faithful.values()) == {"pass"} and len(faithful) == 8
+    assert symmetric["2D: wider cone, larger norm"] == "fail" and symmetric["2D: entropy"] == "fail"
+    assert TWO_D.data.build().entropy == pytest.approx(0.8811, abs=5e-5)

@@ -29,6 +29,7 @@ class LinearDataConfig:
     source : "random" (paper A's generator), "two_d" (the 2D example) or "file" (an .npz or sequences file)
     m, d, V, support_size, embedding_scale, dirichlet, pi : the random generator's settings (defaults: Figs. 3-5)
     seed : the dataset's seed (random supports, probabilities and embeddings; the 2D example's probabilities)
+    angles : the 2D example's context angles in degrees (A, B, C)
     path, context_length, autoregressive, embedding : for ``source="file"`` (as in ``ntpbias analyze``)
     """
 
@@ -41,6 +42,7 @@ class LinearDataConfig:
     dirichlet: float = 1.0
     pi: str = "uniform"
     seed: int = 0
+    angles: tuple[float, float, float] = (90.0, 210.0, 330.0)
     path: str = ""
     context_length: int = 0
     autoregressive: bool = False
@@ -59,7 +61,7 @@ class LinearDataConfig:
             return random_ntp(self.m, self.d, self.V, self.support_size, seed=self.seed,
                               embedding_scale=self.embedding_scale, dirichlet=self.dirichlet, pi=self.pi, dtype=dtype)
         if self.source == "two_d":
-            return two_d_example(seed=self.seed, dtype=dtype)
+            return two_d_example(seed=self.seed, angles_deg=self.angles, dtype=dtype)
         from ...data.sequences import load_sequences
 
         if self.path.endswith(".npz"):
@@ -107,7 +109,13 @@ class LinearConfig(RunConfig):
 FIG4 = LinearConfig()
 FIG5_NGD = replace(FIG4, optimizer=OptimizerConfig(name="ngd", lr=0.01))
 FIG5_ADAM = replace(FIG4, optimizer=OptimizerConfig(name="adam", lr=0.01, betas=(0.9, 0.99)))
-TWO_D = LinearConfig(data=LinearDataConfig(source="two_d"), train=LinearTrainConfig(steps=100_000))
+#: Fig. 1 as its caption and text describe it (decision A-D2): word 3 follows only A; every other word follows two
+#: contexts and lies in their cone, with a larger norm for a wider cone (B-C 95°, A-B 115°, A-C 150°); the
+#: probabilities are the first Dirichlet(1) draw (seed 2279) whose entropy rounds to the paper's H = 0.8811
+TWO_D = LinearConfig(data=LinearDataConfig(source="two_d", angles=(90.0, 205.0, 300.0), seed=2279),
+                     train=LinearTrainConfig(steps=100_000))
+#: the symmetric configuration (contexts 120° apart: every cone equally wide), kept as an alternative
+TWO_D_SYMMETRIC = replace(TWO_D, data=LinearDataConfig(source="two_d"))
 TWO_D_QUICK_STEPS = 10_000
 REGPATH_B = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
 
@@ -126,7 +134,9 @@ def scaled(cfg: LinearConfig, scale: str) -> LinearConfig:
 
 
 for _name, _desc, _cfg in (
-    ("linear-2d", "Fig. 1: GD (η=0.5) on the 2D example (d=2, m=3, V=5); 10^5 steps (quick: 10^4)", TWO_D),
+    ("linear-2d", "Fig. 1: GD (η=0.5) on the 2D example (d=2, m=3, V=5) as the caption describes it, H = 0.8811; "
+     "10^5 steps (quick: 10^4)", TWO_D),
+    ("linear-2d-symmetric", "the 2D example with contexts 120° apart (equal cones), GD (η=0.5)", TWO_D_SYMMETRIC),
     ("linear-fig4-gd", "Fig. 4: GD (η=0.5) on m=50, d=60, V=10, |S_j|=6, 10^4 steps", FIG4),
     ("linear-fig5-ngd", "Fig. 5 (left): normalized GD (η=0.01), same data, 10^4 steps", FIG5_NGD),
     ("linear-fig5-adam", "Fig. 5 (right): Adam (η=0.01, β=(0.9, 0.99)), same data, 10^4 steps", FIG5_ADAM),
