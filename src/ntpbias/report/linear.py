@@ -164,3 +164,17 @@ def optimizers_figure(rows: list[dict], *, entropy: float):
     training_panels(axes[:, :2], rows, "fig5-ngd", entropy=entropy, title="normalized GD")
     training_panels(axes[:, 2:], rows, "fig5-adam", entropy=entropy, title="Adam")
     return fig
+
+
+@plot("linear.spread")
+def spread_figure(steps: np.ndarray, curves: dict[str, dict[str, np.ndarray]]):
+    """One column per metric (CE - H, cos(W_k, W^mm), F-part error), one band per optimizer over datasets."""
+    titles = {"loss_gap": "CE(W_k) - H", "cos_mm": "cos(W_k, W^mm)", "F_error_rel": "||P_F(W_k) - W*|| / ||W*||"}
+    fig, axes = new_figure(1, len(titles), width=3.4)
+    keep = steps >= 1
+    for ax, (metric, title) in zip(axes[0], titles.items(), strict=True):
+        for i, (name, values) in enumerate(curves.items()):
+            band(ax, steps[keep], values[metric][keep], label=name, color=COLORS[i], logy=metric != "cos_mm")
+        ax.set(xscale="log", xlabel="iteration k", title=title)
+        ax.legend()
+    return fig

@@ -26,6 +26,7 @@ from .checks import (
 )
 from .config import FIG4, FIG5_ADAM, FIG5_NGD, REGPATH_B, TWO_D, LinearConfig, scaled
 from .runs import _data_for, _prepare, reference, train_run
+from .spread import run_spread
 
 FIGURES = {
     "linear-fig1": "2D example: contexts, W^mm rows and hyperplanes; GD training panels",
@@ -34,6 +35,7 @@ FIGURES = {
     "linear-fig4": "GD on the overparameterized dataset (CE, norm, correlations, F-part)",
     "linear-fig5": "normalized GD and Adam on the same dataset",
     "linear-regpath": "regularization path: alignment and F-part against the norm bound B",
+    "linear-spread": "Figs. 4-5 over many random datasets: the band of GD, NGD and Adam, and where seed 0 lies",
 }
 
 
@@ -70,7 +72,8 @@ def run_group(ctx: RunContext) -> RunResult:
         if ctx.wants("linear-fig2"):
             section.plots.append(_figure2(data, ref))
 
-    needs_main = any(ctx.wants(f) for f in ("linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath"))
+    needs_main = any(ctx.wants(f) for f in ("linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath",
+                                            "linear-spread"))
     if needs_main:
         base = _prepare(scaled(FIG4, ctx.scale), ctx)
         data = _data_for(base)
@@ -108,6 +111,12 @@ def run_group(ctx: RunContext) -> RunResult:
                 "linear.training", {"rows": rows, "run": "fig4-gd", "entropy": data.entropy}))
         if ctx.wants("linear-fig5"):
             section.plots.append(_figure5(rows, data))
+        if ctx.wants("linear-spread"):
+            spread_histories, fig, table = run_spread(ctx, {run.split("-")[1]: f for run, f in finals.items()})
+            histories.extend(spread_histories)
+            section.seconds += sum(h.seconds for h in spread_histories)
+            section.plots.append(fig)
+            section.tables.append(table)
         if ctx.wants("linear-regpath"):
             ctx.say("regularization path")
             fig, checks, table = _regpath(data, ref, REGPATH_B[:3] if ctx.scale == "smoke" else REGPATH_B,
