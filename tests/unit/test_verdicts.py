@@ -67,7 +67,7 @@ def test_a_train_run_on_a_calibration_dataset_says_it_is_not_held_out(tmp_path):
 
 
 def test_the_2d_example_satisfies_every_statement_of_figure_1_and_the_symmetric_one_does_not():
-    """Decision A-D2: contexts at 90°, 205°, 300° and the first Dirichlet draw whose H rounds to 0.8811 make every
+    """Decision A-D8: contexts at 90°, 205°, 300° and the first Dirichlet draw whose H rounds to 0.8811 make every
     statement of Fig. 1's caption hold; the symmetric configuration (equal cones) cannot show 'the wider the cone,
     the larger the norm', and its draw has another entropy (so these checks can fail)."""
     from ntpbias.experiments.linear.checks import _two_d_checks

@@ -22,7 +22,7 @@ class AttentionModelConfig(Config):
     kind: str = setting("one_layer", "one_layer (eq. (1)) or two_layer (eq. (17))", choices=MODELS)
     d: int = setting(2048, "embedding dimension of E, p, v (paper: 2048)", ge=1)
     train_v: bool = setting(True, "train v too (Sec. 5 of paper B trains all parameters); false = the theory's "
-                            "fixed random unit v (decision B-D5)")
+                            "fixed random unit v (docs/paper-b-attention.md#decisions)")
     layer_norm_affine: bool = setting(True, "the two-layer model's LayerNorm affine parameters (torch's default)")
 
 

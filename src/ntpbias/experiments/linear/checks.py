@@ -70,7 +70,7 @@ def run_checks(run: str, cfg: LinearConfig, history: History, data: NTPData, ref
         out.extend(_invariant_checks(run, cfg, history, data))
     norms = list(history["norm"].T)
     steps = history.steps
-    k0 = max(1, steps[-1] // 10)  # ||W_k|| may shrink early on (decision A-D8): check "eventually increasing"
+    k0 = max(1, steps[-1] // 10)  # ||W_k|| may shrink early on: the check is "eventually increasing"
     late = steps >= k0
     growing = all(np.all(np.diff(n[late]) >= -1e-12) for n in norms)
     out.append(Check(f"{run}: norm growth", f"||W_k|| increases without bound (monotone for k >= {k0})",
@@ -169,7 +169,7 @@ PAPER_TWO_D_ENTROPY = 0.8811
 
 
 def _figure1_statements(data: NTPData, W_mm: torch.Tensor) -> list[Check]:
-    """Every statement of Fig. 1's caption and App. A.1 about the 2D example, measured (decision A-D2).
+    """Every statement of Fig. 1's caption and App. A.1 about the 2D example, measured (decision A-D8).
 
     Word 3 follows only context A: w_3 (almost) aligns with A and its hyperplane separates A from B and C. Every
     other word follows two contexts: w_v lies in their cone, and a wider cone gives a larger ||w_v||. H = 0.8811.
