@@ -34,7 +34,8 @@ def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli):
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
     figures = {f["id"] for f in summary["sections"][0]["figures"]}
-    assert figures == {"linear-fig1", "linear-fig2", "linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath"}
+    assert figures == {"linear-fig1", "linear-fig2", "linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath",
+                       "linear-spread"}
     for fig in figures:
         assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
         assert (out / "figures" / f"{fig}.svg").is_file()
