@@ -34,8 +34,7 @@ isolates the recession direction and shows divergence long before the iterate's 
 like 1/k²) does. The run then stops with ``diverged=True`` and the normalized candidate, a Gordan certificate of
 (near) infeasibility.
 
-:func:`gram_solve` is conjugate gradients on A A^T (matrix-free, batched) for the subspace F, W* and the
-matrix-free active-set polish of :meth:`~ntpbias.geometry.svm.MarginProgram.polish`.
+The constraint operators and conjugate gradients on A A^T are in :mod:`ntpbias.geometry.gram`.
 """
 
 from __future__ import annotations
@@ -44,15 +43,24 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from ..errors import SolverError
 from .constraints import LogitGaps
+from .gram import ConstraintOps
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .svm import MarginProgram
+
+class MarginProgram(Protocol):
+    """What the dual method needs of a program (:class:`ntpbias.geometry.svm.MarginProgram` is one): its
+    constraint maps, the shape of W, and a copy on a device and dtype."""
+
+    ineq: LogitGaps
+    eq: LogitGaps | None
+    var_shape: tuple[int, ...]
+
+    def to(self, device, dtype) -> MarginProgram: ...
 
 #: Iteration cap of :func:`solve_dual` unless asked otherwise.
 DUAL_MAX_ITER = 20000
@@ -115,88 +123,12 @@ class DualSolution:
     residual_history: tuple[tuple[int, float], ...] = ()
 
 
-# --------------------------------------------------------------------------------------------- operators
-@dataclass(frozen=True, eq=False)
-class _Ops:
-    """The stacked rows (inequalities first) of a program on one device/dtype, as flat logit-cell indices."""
-
-    H: torch.Tensor  # (m, c)
-    left: torch.Tensor | None  # (p, rows)
-    p: int
-    a_cell: torch.Tensor  # (R,) flat index a*m + j into the (p, m) logit matrix
-    b_cell: torch.Tensor  # (R,)
-    n_in: int
-
-    @classmethod
-    def build(cls, ineq: LogitGaps, eq: LogitGaps | None, device, dtype) -> _Ops:
-        A = ineq if eq is None else ineq.concat(eq)
-        H = A.H.to(device=device, dtype=dtype)
-        left = None if A.left is None else A.left.to(device=device, dtype=dtype)
-        m = H.shape[0]
-        p = A.rows if left is None else left.shape[0]
-        a, j, b, k = (t.to(device) for t in (A.a, A.j, A.b, A.k))
-        return cls(H, left, p, a * m + j, b * m + k, len(ineq))
-
-    @property
-    def R(self) -> int:
-        return int(self.a_cell.shape[0])
-
-    def primal(self, Lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(W, L) with W = E^T Λ H (rows, c) and L = E W H^T (p, m), for Λ (p * m,) flat."""
-        Lam = Lam.view(self.p, -1)
-        if self.left is not None:
-            Lam = self.left.T @ Lam
-        W = Lam @ self.H
-        L = W @ self.H.T
-        if self.left is not None:
-            L = self.left @ L
-        return W, L
-
-    def gaps(self, L: torch.Tensor) -> torch.Tensor:
-        """A(W) (R,) from the logits L (p, m)."""
-        flat = L.reshape(-1)
-        return flat[self.a_cell] - flat[self.b_cell]
-
-    def row_sq_norms(self) -> torch.Tensor:
-        """||A_i||² (R,) = |e_a|² K_jj - 2<e_a, e_b> K_jk + |e_b|² K_kk, without forming K or a dense row."""
-        m = self.H.shape[0]
-        aj, ak = self.a_cell // m, self.a_cell % m
-        bj, bk = self.b_cell // m, self.b_cell % m
-        hh = (self.H * self.H).sum(1)
-        hk = _pair_dots(self.H, ak, bk, hh)
-        if self.left is None:
-            ea = eb = torch.ones_like(hk)
-            eab = (aj == bj).to(hk.dtype)
-        else:
-            ee = (self.left * self.left).sum(1)
-            ea, eb = ee[aj], ee[bj]
-            eab = _pair_dots(self.left, aj, bj, ee)
-        return (ea * hh[ak] - 2 * eab * hk + eb * hh[bk]).clamp(min=0)
-
-    def cell_sq_norms(self) -> torch.Tensor:
-        """Diagonal of the Hessian Λ ↦ E E^T Λ K in the cell coordinates: |e_r|² K_cc, flat (p * m,)."""
-        hh = (self.H * self.H).sum(1)
-        ee = torch.ones(self.p, dtype=hh.dtype, device=hh.device) if self.left is None else (self.left ** 2).sum(1)
-        return (ee[:, None] * hh[None, :]).reshape(-1)
-
-
-def _pair_dots(M: torch.Tensor, u: torch.Tensor, v: torch.Tensor, sq: torch.Tensor, chunk: int = 1 << 22):
-    """<M[u_i], M[v_i]> (R,), with ``sq`` = squared row norms reused where u_i = v_i; other rows in chunks."""
-    out = sq[u].clone()
-    diff = torch.nonzero(u != v).flatten()
-    step = max(1, chunk // max(1, M.shape[1]))
-    for s in range(0, diff.numel(), step):  # chunks bound the temporary (step, c) products
-        idx = diff[s:s + step]
-        out[idx] = (M[u[idx]] * M[v[idx]]).sum(1)
-    return out
-
-
 class _RowForm:
     """Multipliers y = (λ, μ) (R,), λ = y[:n_in] >= 0; scatter by index_add of ±y."""
 
     name = "rows"
 
-    def __init__(self, ops: _Ops, diag: torch.Tensor):
+    def __init__(self, ops: ConstraintOps, diag: torch.Tensor):
         self.ops = ops
         floor = float(diag.max()) * 1e-12 if diag.numel() else 1.0
         self.scale = 1.0 / diag.clamp(min=max(floor, 1e-300))
@@ -243,7 +175,7 @@ class _GroupForm:
 
     name = "grouped"
 
-    def __init__(self, ops: _Ops, groups: torch.Tensor, gid: torch.Tensor):
+    def __init__(self, ops: ConstraintOps, groups: torch.Tensor, gid: torch.Tensor):
         self.ops = ops
         R, G = ops.R, int(groups.shape[0])
         dev = ops.H.device
@@ -272,7 +204,7 @@ class _GroupForm:
         self.scale = 1.0 / diag.clamp(min=max(floor, 1e-300))  # one scalar per group keeps the projection exact
 
     @classmethod
-    def detect(cls, ops: _Ops) -> _GroupForm | None:
+    def detect(cls, ops: ConstraintOps) -> _GroupForm | None:
         """The grouped form when the scatter y -> Λ is injective (module doc) and the groups are not so uneven
         that padding them would cost more than 4x the cells, else None."""
         if ops.R == 0 or torch.unique(ops.b_cell).numel() != ops.R or torch.isin(ops.b_cell, ops.a_cell).any():
@@ -337,7 +269,7 @@ class _GroupForm:
         return X.view(G, s)
 
 
-def _form(ops: _Ops, form: str, row_sq_norms: torch.Tensor):
+def _form(ops: ConstraintOps, form: str, row_sq_norms: torch.Tensor):
     if form not in ("auto", "grouped", "rows"):
         raise SolverError(f"unknown dual form {form!r}; choose auto, grouped or rows")
     grouped = None if form == "rows" else _GroupForm.detect(ops)
@@ -483,7 +415,7 @@ def _warm_duals(warm_start, program: MarginProgram):
 
 def _run(program, device, dtype, tol, max_iter, lam0, mu0, form, check_every) -> dict:
     """One accelerated projected-gradient run in one precision (see :func:`solve_dual`)."""
-    ops = _Ops.build(program.ineq, program.eq, device, dtype)
+    ops = ConstraintOps.build(program.ineq, program.eq, device, dtype)
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
     P = _form(ops, form, norms2)
@@ -569,7 +501,7 @@ def _nonfinite(P, ops) -> dict:
             "nonfinite": True, "gordan": math.inf, "form": P.name, "lipschitz": math.nan, "history": []}
 
 
-def _residuals(P, ops: _Ops, X, W, L, X_ref, W_ref) -> torch.Tensor:
+def _residuals(P, ops: ConstraintOps, X, W, L, X_ref, W_ref) -> torch.Tensor:
     """[primal violation, complementary slackness, relative duality gap, ||A^T y||/Σλ, the same ratio for the
     drift y = X - X_ref (unclipped: a cheap screen), all finite] at X, as one tensor (one host sync)."""
     lam, mu = P.duals(X)
@@ -596,7 +528,8 @@ def _drift(P, X, X_ref) -> tuple[torch.Tensor, torch.Tensor]:
     return (lam - lam_ref).clamp(min=0), mu - mu_ref
 
 
-def _gordan_ratio(ops: _Ops, P, lam: torch.Tensor, mu: torch.Tensor, *, row_norm: float | None = None) -> float:
+def _gordan_ratio(ops: ConstraintOps, P, lam: torch.Tensor, mu: torch.Tensor, *,
+                  row_norm: float | None = None) -> float:
     """||A_in^T λ + A_eq^T μ|| / Σλ for λ >= 0 (inf if Σλ = 0), recomputed from (λ, μ); given ``row_norm``
     (max_i ||A_i||), plus a bound on its rounding error, so that a value below a threshold is one in exact
     arithmetic too.
@@ -613,120 +546,3 @@ def _gordan_ratio(ops: _Ops, P, lam: torch.Tensor, mu: torch.Tensor, *, row_norm
         mass = float(lam.abs().sum() + mu.abs().sum())
         ratio += 8 * torch.finfo(W.dtype).eps * math.sqrt(max(ops.R, 1)) * row_norm * mass / total
     return ratio
-
-
-# --------------------------------------------------------------------------------------------- CG on A A^T
-def gram_preconditioner(A: LogitGaps):
-    """An approximate inverse of the Gram operator A A^T of ``A``, applied row-wise (rows of y on the last axis).
-
-    Rows sharing a first cell (a, j) with second cells (b_i, j) in the same column j and distinct tokens b_i ≠ a,
-    without a left factor (the NTP anchor rows), have the exact diagonal Gram block K_jj (I + 1 1^T), whose
-    inverse (I - 1 1^T / (n + 1)) / K_jj is applied per group; any other structure gets the Jacobi inverse
-    1 / ||A_i||².
-    """
-    ops = _Ops.build(A, None, A.H.device, A.H.dtype)
-    m = A.H.shape[0]
-    same_col = A.left is None and bool((A.j == A.k).all()) and not bool((A.a == A.b).any())
-    if same_col and len(A):
-        cells, gid = torch.unique(ops.a_cell, return_inverse=True)
-        distinct = torch.unique(ops.b_cell).numel() == len(A)
-        if distinct:
-            kjj = (A.H * A.H).sum(1)[cells % m]
-            n = torch.bincount(gid, minlength=len(cells)).to(A.H.dtype)
-
-            def apply(y):
-                sums = torch.zeros(*y.shape[:-1], len(cells), dtype=y.dtype, device=y.device).index_add_(-1, gid, y)
-                return (y - (sums / (n + 1))[..., gid]) / kjj[gid]
-
-            return apply
-    inv = 1.0 / ops.row_sq_norms().clamp(min=torch.finfo(A.H.dtype).tiny)
-    return lambda y: y * inv
-
-
-def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = None, rtol: float = 1e-12,
-               max_iter: int | None = None, precond=None,
-               check_every: int = 5) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Solve (A A^T) ν = rhs by preconditioned conjugate gradients, matrix-free and batched.
-
-    Each iteration is one ``A.adjoint`` and one ``A.apply`` (two matrix products). A singular but consistent
-    system (rank-deficient A) converges to a solution whose A^T ν is the unique one; an inconsistent system
-    stops at ``max_iter`` with its residual reported.
-
-    Parameters
-    ----------
-    A : LogitGaps with R rows.
-    rhs : Tensor (..., R).
-    x0 : Tensor (..., R) or None, a starting point.
-    rtol : float, stop when ||rhs - A A^T ν|| <= rtol ||rhs|| for every batch element.
-    max_iter : int, default 10 R + 100 (capped at 20000).
-    precond : callable or None, default :func:`gram_preconditioner`.
-
-    Returns
-    -------
-    (ν, relative residual per batch element (...,), iterations)
-    """
-    precond = precond or gram_preconditioner(A)
-    max_iter = max_iter if max_iter is not None else min(20000, 10 * len(A) + 100)
-
-    def G(v):
-        return A.apply(A.adjoint(v))
-
-    def dot(u, v):
-        return (u * v).sum(-1, keepdim=True)
-
-    bnorm = torch.linalg.vector_norm(rhs, dim=-1, keepdim=True)
-    x = torch.zeros_like(rhs) if x0 is None else x0.clone()
-    r = rhs - G(x) if x0 is not None else rhs.clone()
-    z = precond(r)
-    p = z
-    rz = dot(r, z)
-    it = 0
-    denom = torch.clamp(bnorm, min=torch.finfo(rhs.dtype).tiny)
-    while it < max_iter:
-        if it % check_every == 0 and bool((torch.linalg.vector_norm(r, dim=-1, keepdim=True) <= rtol * bnorm).all()):
-            break
-        Gp = G(p)
-        pGp = dot(p, Gp)
-        alpha = torch.where(pGp > 0, rz / torch.where(pGp > 0, pGp, 1), 0)
-        x = x + alpha * p
-        r = r - alpha * Gp
-        z = precond(r)
-        rz_new = dot(r, z)
-        beta = torch.where(rz > 0, rz_new / torch.where(rz > 0, rz, 1), 0)
-        p = z + beta * p
-        rz = rz_new
-        it += 1
-    rel = (torch.linalg.vector_norm(rhs - G(x), dim=-1, keepdim=True) / denom).squeeze(-1)
-    return x, rel, it
-
-
-def min_norm_lstsq(A: LogitGaps, b: torch.Tensor, *, rtol: float = 1e-12,
-                   max_iter: int | None = None) -> tuple[torch.Tensor, int]:
-    """W = A^† b, the minimum-norm minimizer of ||A(W) - b||, by CGLS from W = 0 (matrix-free).
-
-    CGLS iterates stay in the row space of A, so the limit is the minimum-norm least-squares solution also
-    when A(W) = b has no solution. Stops when ||A^T(b - A(W))|| <= rtol ||A^T b||.
-
-    Returns
-    -------
-    (W (rows, c), iterations)
-    """
-    max_iter = max_iter if max_iter is not None else min(50000, 20 * len(A) + 100)
-    W = torch.zeros(A.var_shape, dtype=b.dtype, device=b.device)
-    r = b.clone()
-    s = A.adjoint(r)
-    p = s
-    gamma = (s * s).sum()
-    stop = float(gamma.sqrt()) * rtol
-    it = 0
-    while it < max_iter and float(gamma.sqrt()) > stop:
-        q = A.apply(p)
-        alpha = gamma / (q * q).sum()
-        W = W + alpha * p
-        r = r - alpha * q
-        s = A.adjoint(r)
-        gamma_new = (s * s).sum()
-        p = s + (gamma_new / gamma) * p
-        gamma = gamma_new
-        it += 1
-    return W, it

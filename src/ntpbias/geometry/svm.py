@@ -31,7 +31,8 @@ import torch
 from ..data.ntp import NTPData
 from ..errors import NotSeparableError, SolverError
 from .constraints import LogitGaps, constraints
-from .dual import DIVERGENCE_TOL, gram_solve, solve_dual
+from .dual import DIVERGENCE_TOL, solve_dual
+from .gram import gram_solve
 
 #: A result is certified when every KKT residual is at most this.
 KKT_TOL = 1e-6
@@ -255,7 +256,7 @@ class MarginProgram:
 
         With active rows A_act (margin within ``active_tol`` of 1, or λ > 0) and the equality rows, the optimum
         is W = A_c^T ν with (A_c A_c^T) ν = [1; 0]: solved densely up to :data:`POLISH_MAX_ROWS` rows, and by
-        matrix-free conjugate gradients (:func:`~ntpbias.geometry.dual.gram_solve`, started from the current
+        matrix-free conjugate gradients (:func:`~ntpbias.geometry.gram.gram_solve`, started from the current
         multipliers) beyond. Returns None when the refined point is not KKT-valid (a negative multiplier or a
         violated inactive row).
         """
