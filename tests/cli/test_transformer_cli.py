@@ -58,11 +58,13 @@ def test_reproduce_example2_quick_scale(run_cli, tmp_path):
 def test_reproduce_group_tiny_scale(tmp_path, monkeypatch):
     """Every figure and table of the group at a tiny scale with 2 seeds (the checks are present; passing them
     needs the real scale)."""
-    tiny = {"steps1": 40, "steps2": 40}
-    monkeypatch.setattr(ex, "FIG2", replace(ex.FIG2, data=replace(ex.FIG2.data, V=6), **tiny))
-    monkeypatch.setattr(ex, "UNIT", replace(ex.UNIT, data=replace(ex.UNIT.data, V=6), **tiny))
-    monkeypatch.setattr(ex, "JOINT", replace(ex.JOINT, data=replace(ex.JOINT.data, V=6), **tiny))
-    monkeypatch.setattr(ex, "EXAMPLE1", replace(ex.EXAMPLE1, **tiny))
+    from ntpbias.experiments.transformer import group
+
+    tiny = {"train": replace(ex.FIG2.train, steps=40)}
+    monkeypatch.setattr(group, "FIG2", replace(ex.FIG2, data=replace(ex.FIG2.data, V=6), **tiny))
+    monkeypatch.setattr(group, "UNIT", replace(ex.UNIT, data=replace(ex.UNIT.data, V=6), **tiny))
+    monkeypatch.setattr(group, "JOINT", replace(ex.JOINT, data=replace(ex.JOINT.data, V=6), **tiny))
+    monkeypatch.setattr(group, "EXAMPLE1", replace(ex.EXAMPLE1, **tiny))
     result = ex.run_group(RunContext(out=tmp_path, seeds=2))
     save_run(tmp_path, result)
     section = result.section
@@ -100,8 +102,8 @@ def test_reproduce_transformer_quick_scale_passes(run_cli, tmp_path):
 
 def test_train_preset_tiny_and_config_rerun(cli, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    code, _, err = cli("train", "--preset", "transformer-fig2", "--set", "data.V=6", "--set", "steps1=30", "--set",
-                       "steps2=30", "--out", a, "--quiet")
+    code, _, err = cli("train", "--preset", "transformer-fig2", "--set", "data.V=6", "--set", "train.steps=30",
+                       "--out", a, "--quiet")
     assert code == 0, err
     for f in ("config.toml", "metrics.csv", "summary.json", "report.html", "figures/training.png",
               "figures/stage2.png", "data/seed0.npz", "data/seed0.txt", "data/constants.json"):
@@ -113,8 +115,8 @@ def test_train_preset_tiny_and_config_rerun(cli, tmp_path):
 
 
 def test_train_joint_preset_tiny(cli, tmp_path):
-    code, _, err = cli("train", "--preset", "transformer-joint", "--set", "data.source=example1", "--set", "steps1=20",
-                       "--set", "steps2=20", "--out", tmp_path / "j", "--quiet")
+    code, _, err = cli("train", "--preset", "transformer-joint", "--set", "data.source=example1", "--set",
+                       "train.steps=20", "--out", tmp_path / "j", "--quiet")
     assert code == 0, err
     rows = read_metrics_csv(tmp_path / "j" / "metrics.csv")
     assert {r["run"] for r in rows} == {"joint"} and max(r["step"] for r in rows) == 40
@@ -125,7 +127,7 @@ def test_train_refuses_violating_data_unless_allowed(cli, tmp_path):
     path.write_text("a b c\na b d\nb c\nc d\nd a\n")
     out = tmp_path / "run"
     args = ("train", "--preset", "transformer-fig2", "--set", "data.source=file", "--set", f"data.path={path}",
-            "--set", "steps1=20", "--set", "steps2=20", "--out", out, "--quiet")
+            "--set", "stage1.steps=20", "--set", "stage2.steps=20", "--out", out, "--quiet")
     code, _, err = cli(*args)
     assert code == 2
     lines = err.strip().splitlines()

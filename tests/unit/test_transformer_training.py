@@ -299,16 +299,22 @@ def test_theorem3_inputs_on_random_data_are_unseen_and_well_formed():
 # ---------------------------------------------------------------------------------------------- configs
 def test_config_defaults_are_the_papers():
     cfg = ex.TransformerConfig()
-    assert (cfg.steps1, cfg.steps2, cfg.embedding, cfg.init, cfg.data.V) == (900, 900, "onehot", "zeros", 20)
+    assert (cfg.stage_steps, cfg.model.embedding, cfg.model.init, cfg.data.V) == ((900, 900), "onehot", "zeros", 20)
     assert cfg.step_sizes(20) == pytest.approx((0.2 / math.sqrt(20), 0.05 / math.sqrt(20)), rel=1e-15)
-    assert ex.TransformerConfig(eta0=0.3).step_sizes(4) == pytest.approx((0.3, 0.025))
+    assert ex.TransformerConfig(stage1=ex.StageConfig(lr=0.3)).step_sizes(4) == pytest.approx((0.3, 0.025))
+    # train.steps sets both stages; a stage's own steps override it
+    both = ex.TransformerConfig(train=ex.TransformerTrainConfig(steps=50), stage2=ex.StageConfig(steps=7))
+    assert both.stage_steps == (50, 7)
 
 
-@pytest.mark.parametrize("kwargs", [{"algorithm": "three-stage"}, {"embedding": "random"}, {"init": "ones"},
-                                    {"steps2": 0}, {"seeds": 0}, {"eta": -1.0}])
+@pytest.mark.parametrize("kwargs", [{"model": {"algorithm": "three-stage"}}, {"model": {"embedding": "random"}},
+                                    {"model": {"init": "ones"}}, {"stage2": {"steps": -1}}, {"seeds": 0},
+                                    {"stage2": {"lr": -1.0}}, {"dtype": "float32"}, {"steps1": 5}])
 def test_bad_configs_are_rejected(kwargs):
+    from ntpbias.config import from_dict
+
     with pytest.raises(ValueError):
-        ex.TransformerConfig(**kwargs)
+        from_dict(ex.TransformerConfig, kwargs)
     with pytest.raises(ValueError):
         ex.TransformerDataConfig(source="file")
 

@@ -375,3 +375,61 @@ def thm3_prediction_lower(margin: float, eps: float, V: int) -> float:
     """Theorem 3: attention >= 1 - ε on a non-comparable x_0 gives e_{n(x_0)}^T T(X) >= 1/(1 + |V| e^{-Δ(1-2ε)})."""
     return 1.0 / (1.0 + V * float(np.exp(-margin * (1 - 2 * eps))))
 
+
+@dataclass(frozen=True, eq=False)
+class UnseenInputs:
+    """Inputs absent from the training data with the next token Theorem 3 predicts.
+
+    ids, mask : (M, L) left-aligned. expected : (M,). focus : (M,) the token x_0 (or u) whose n(.) is expected.
+    kind : tuple of str per input.
+    """
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    expected: torch.Tensor
+    focus: torch.Tensor
+    kind: tuple[str, ...]
+
+    @property
+    def M(self) -> int:
+        return self.ids.shape[0]
+
+
+KIND_NC = "x_0 + non-optimal"
+
+
+KIND_OPT = "optimal + x_0"
+
+
+def theorem3_inputs(structure: DatasetStructure, *, seed: int = 0) -> UnseenInputs:
+    """Unseen inputs of spec check 21 for every query q that is non-optimal under its own order and has
+    non-comparable tokens M_q: [x_0, (0-2 random non-optimal tokens), q] -> n(x_0) for each x_0 in M_q, and
+    [u, x_0, q] (random order of u and x_0) -> n(u) for each optimal u and x_0 in M_q. Inputs that occur in the
+    training data are dropped."""
+    s = structure.samples
+    rng = np.random.default_rng(seed)
+    n = structure.collocation.next_token.tolist()
+    seen = {tuple(s.input_ids(i)) for i in range(s.N)}
+    rows: list[tuple[list[int], int, int, str]] = []
+    for q in structure.queries:  # a few hundred inputs at most: plain loops
+        tc = structure.token_classes(q)
+        if q not in tc.non_optimal or tc.confused:
+            continue
+        others = [v for v in tc.non_optimal if v != q]
+        for x0 in tc.non_comparable:
+            if n[x0] >= 0:
+                k = int(rng.integers(0, min(2, len(others)) + 1))
+                body = rng.permutation([x0, *rng.permutation(others)[:k].tolist()]).tolist()
+                rows.append(([*body, q], n[x0], x0, KIND_NC))
+            for u in tc.optimal:
+                if n[u] >= 0:
+                    rows.append(([*rng.permutation([u, x0]).tolist(), q], n[u], u, KIND_OPT))
+    rows = [r for r in rows if tuple(r[0]) not in seen]
+    if not rows:
+        empty = torch.zeros(0, 1, dtype=torch.long)
+        return UnseenInputs(empty, empty.bool(), empty[:, 0], empty[:, 0], ())
+    L = max(len(r[0]) for r in rows)
+    ids = torch.tensor([r[0] + [0] * (L - len(r[0])) for r in rows])
+    mask = torch.tensor([[True] * len(r[0]) + [False] * (L - len(r[0])) for r in rows])
+    return UnseenInputs(ids, mask, torch.tensor([r[1] for r in rows]), torch.tensor([r[2] for r in rows]),
+                        tuple(r[3] for r in rows))

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..results import series
 from .figures import band, new_figure
+from .plots import plot
 
 Curve = tuple[np.ndarray, np.ndarray]  # (steps (n,), values (n, n_seeds))
 COLORS = {"measured": "#1f77b4", "upper": "#d62728", "lower": "#2ca02c", "lower2": "#9467bd", "floor": "k"}
@@ -31,6 +32,7 @@ def _curve(ax, curve: Curve | None, *, label: str, color: str, start: int = 0, l
     band(ax, steps[keep], values[keep], label=label, color=color, ls=ls, lw=1)
 
 
+@plot("transformer.figure2")
 def figure2(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
     """Fig. 2 of paper C: stage 1 (L_0, cos(W_ov, W_ov*), ||W_ov||) over stage 2 (L with its floor L*,
     cos(W_kq, W_kq*), ||W_kq||); x-axis: iteration of the stage. Non-vacuous bounds from ``bounds`` are dashed:
@@ -74,6 +76,7 @@ def figure2(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
     return fig
 
 
+@plot("transformer.stage2")
 def stage2_diagnostics(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
     """Stage-2 panels beyond Fig. 2: L - L* (log), cos(W_kq, -∇L) (spec A1's reading of panel 4), attention on the
     optimal tokens with Theorem 2's lower bound (``attn_thm2``) and 1/L_max (``attn_lemma5``), and cos(∇L, W_kq*)
@@ -104,15 +107,18 @@ def stage2_diagnostics(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
     return fig
 
 
+@plot("transformer.example1")
 def example1_figure(rows: list[dict], prefix: str, reference: dict[int, float], A: np.ndarray,
                     A_star: np.ndarray, vocab):
-    """Example 1: cos(W_kq^(t), W_kq*) with the spec's reference values (markers), and the final W_kq^(T) next to
-    W_kq*, both in the token basis (rows: key token, columns: query token) and divided by their norms."""
+    """Example 1: cos(W_kq^(t), W_kq*) with reference values of an independent implementation (markers), and the
+    final W_kq^(T) next to W_kq*, both in the token basis (rows: key token, columns: query token) and divided by
+    their norms."""
     fig, axes = new_figure(1, 3, width=3.2, height=2.8)
     ax = axes[0, 0]
     _plot(ax, rows, f"{prefix}stage2", "cos_kq", start=1, label="cos(W_kq^(t), W_kq*)", color=COLORS["measured"])
     t = np.array(sorted(reference))
-    ax.plot(t, [reference[k] for k in t], "o", mfc="none", color=COLORS["upper"], label="spec reference")
+    ax.plot(t, [reference[k] for k in t], "o", mfc="none", color=COLORS["upper"],
+            label="reference (independent implementation)")
     ax.set_xscale("log")
     ax.set_xlabel("iteration t (stage 2)")
     ax.legend(fontsize=7)
@@ -133,6 +139,7 @@ def example1_figure(rows: list[dict], prefix: str, reference: dict[int, float], 
     return fig
 
 
+@plot("transformer.ablation")
 def ablation_figure(rows: list[dict], runs: dict[str, str], joint: str | None):
     """cos with W_ov* (stage 1) and W_kq* (stage 2) and the stage-2 loss for two-stage runs under different
     embeddings (``runs``: label -> run prefix), plus the one-stage joint run ``joint`` (its own step axis)."""

@@ -1,0 +1,169 @@
+"""Paper C's run config (one form: top-level keys, then ``data``, ``model``, ``train``, ``stage1``, ``stage2``
+tables) and its presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+from ...config import Config, require_choice, setting
+from ...data.generators import generate_samples, generate_sentences
+from ...data.sentences import BUILTIN, NTPSamples
+from ...models.transformer import EMBEDDINGS
+from ...training.init import INITS
+from ...training.loop import TrainConfig
+from ...training.transformer import (
+    paper_step_sizes,
+)
+from ..base import (
+    Preset,
+    RunConfig,
+    register_preset,
+)
+
+DATA_SOURCES = ("sentences", "samples", *BUILTIN, "file")
+
+ALGORITHMS = ("two-stage", "joint")
+
+
+@dataclass(frozen=True)
+class TransformerDataConfig:
+    """Which sentences to train on.
+
+    Attributes
+    ----------
+    source : "sentences" (random prefix-closed realizable data, spec §2.9.1; Sec. 7's default), "samples"
+        (collocation + intended orders, not prefix-closed, spec §2.9.2), "example1", "prop2-counterexample", or
+        "file" (a sentences .txt file: one sentence per line, every prefix is a sample)
+    V : vocabulary size of the random generators (Sec. 7: 20)
+    L_max : longest input of the "sentences" generator (8)
+    r_max : largest multiplicity (0: the generator's default, 1 for "sentences", 4 for "samples")
+    p_self, k_max, m_max : the "samples" generator's settings (spec §2.9.2)
+    derangement : random collocations without fixed points (spec A11)
+    path : the sentences file for ``source = "file"``
+    allow_violations : train even when Assumption 1 or 3 fails (the report names the results that no longer apply)
+    """
+
+    source: str = "sentences"
+    V: int = 20
+    L_max: int = 8
+    r_max: int = 0
+    p_self: float = 0.5
+    k_max: int = 3
+    m_max: int = 5
+    derangement: bool = True
+    path: str = ""
+    allow_violations: bool = False
+
+    def __post_init__(self):
+        require_choice("data.source", self.source, DATA_SOURCES)
+        if self.source == "file" and not self.path:
+            raise ValueError("data.source = 'file' needs data.path (a sentences .txt file)")
+        if self.V < 2 or self.L_max < 1 or self.r_max < 0:
+            raise ValueError(f"need V >= 2, L_max >= 1, r_max >= 0; got V={self.V}, L_max={self.L_max}, "
+                             f"r_max={self.r_max}")
+
+    @property
+    def random(self) -> bool:
+        """The dataset depends on the seed."""
+        return self.source in ("sentences", "samples")
+
+    def build(self, seed: int) -> NTPSamples:
+        if self.source == "sentences":
+            return generate_sentences(self.V, L_max=self.L_max, r_max=self.r_max or 1, seed=seed,
+                                      derangement=self.derangement)
+        if self.source == "samples":
+            return generate_samples(self.V, p_self=self.p_self, k_max=self.k_max, m_max=self.m_max,
+                                    r_max=self.r_max or 4, seed=seed, derangement=self.derangement)
+        if self.source == "file":
+            return NTPSamples.from_file(self.path)
+        return BUILTIN[self.source]()
+
+
+@dataclass(frozen=True)
+class TransformerModelConfig(Config):
+    """The one-layer transformer of paper C (Sec. 3) and how it is trained."""
+
+    algorithm: str = setting("two-stage", "two-stage (Algorithm 1) or joint (W_ov and W_kq together: "
+                             "stage1.steps + stage2.steps NGD steps of size η₀; an ablation)", choices=ALGORITHMS)
+    embedding: str = setting("onehot", "onehot (E = I), orthonormal (random, Assumption 2) or unit (random "
+                             "unit-norm columns: not orthonormal, outside the theory)", choices=EMBEDDINGS)
+    d: int = setting(0, "embedding dimension (0: |V|)", ge=0)
+    init: str = setting("zeros", "zeros (Algorithm 1) or a LeCun scheme", choices=INITS)
+    solver: str = setting("auto", "max-margin backend for W_ov*, W_kq*")
+
+
+@dataclass(frozen=True)
+class StageConfig(Config):
+    """One stage of Algorithm 1: normalized GD for ``steps`` steps of size ``lr``."""
+
+    steps: int = setting(0, "steps of this stage (0: train.steps)", ge=0)
+    lr: float = setting(0.0, "step size (0: the paper's, 0.2/√d in stage 1 and 0.05/√d in stage 2)", ge=0)
+
+
+@dataclass(frozen=True)
+class TransformerTrainConfig(TrainConfig):
+    """The loop settings; ``steps`` is the length of each stage (Sec. 7: T = T_1 = 900)."""
+
+    steps: int = setting(900, "steps of each stage unless the stage sets its own", ge=1)
+    log_every: int = setting(1, "log every this many steps (0: only the log-spaced points)", ge=0)
+    log_points: int = setting(0, "log-spaced logging steps", ge=0)
+
+
+@dataclass(frozen=True)
+class TransformerConfig(RunConfig):
+    """Algorithm 1 (or joint training) on one dataset per seed (``ntpbias train``; defaults: Fig. 2).
+
+    Run i uses seed ``seed + i`` for its dataset (random sources), embedding (random kinds) and initialization
+    (non-zero schemes); runs are trained one after the other. float64 always (``dtype``).
+    """
+
+    experiment: str = setting("transformer", "always transformer", choices=("transformer",))
+    data: TransformerDataConfig = field(default_factory=TransformerDataConfig)
+    model: TransformerModelConfig = field(default_factory=TransformerModelConfig)
+    train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
+    stage1: StageConfig = field(default_factory=StageConfig)
+    stage2: StageConfig = field(default_factory=StageConfig)
+
+    moved: ClassVar[dict[str, str]] = {
+        "algorithm": "model.algorithm", "embedding": "model.embedding", "d": "model.d", "init": "model.init",
+        "solver": "model.solver", "steps1": "stage1.steps", "steps2": "stage2.steps", "eta0": "stage1.lr",
+        "eta": "stage2.lr", "log_every": "train.log_every", "log_points": "train.log_points",
+        "checkpoint_every": "train.checkpoint_every"}
+
+    def check(self) -> None:
+        if self.dtype != "float64":
+            raise ValueError("paper C's runs are float64 (dtype = float64)")
+
+    @property
+    def stage_steps(self) -> tuple[int, int]:
+        """(T, T_1): the steps of stages 1 and 2."""
+        return self.stage1.steps or self.train.steps, self.stage2.steps or self.train.steps
+
+    def step_sizes(self, d: int) -> tuple[float, float]:
+        """(η₀, η), the paper's 0.2/√d and 0.05/√d where unset."""
+        eta0, eta = paper_step_sizes(d)
+        return self.stage1.lr or eta0, self.stage2.lr or eta
+
+    def train_config(self, steps: int) -> TrainConfig:
+        return TrainConfig(steps=steps, log_points=self.train.log_points, log_every=self.train.log_every,
+                           checkpoint_every=self.train.checkpoint_every)
+
+
+# ------------------------------------------------------------------------------------------------ presets
+FIG2 = TransformerConfig()
+FIG2_SAMPLES = replace(FIG2, data=TransformerDataConfig(source="samples"))
+EXAMPLE1 = replace(FIG2, data=TransformerDataConfig(source="example1"))
+UNIT = replace(FIG2, model=replace(FIG2.model, embedding="unit"))
+JOINT = replace(FIG2, model=replace(FIG2.model, algorithm="joint"))
+
+for _name, _desc, _cfg in (
+    ("transformer-fig2", "Fig. 2: Algorithm 1 on a random realizable dataset, |V| = d = 20, η₀ = 0.2/√d, "
+                         "η = 0.05/√d, 900 + 900 steps", FIG2),
+    ("transformer-fig2-samples", "Fig. 2 on the 'samples' generator (not prefix-closed, |O_q| >= 2 common)",
+     FIG2_SAMPLES),
+    ("transformer-example1", "Algorithm 1 on Example 1 (d = 4, η₀ = 0.1, η = 0.025, 900 + 900 steps)", EXAMPLE1),
+    ("transformer-unit", "ablation: random unit-norm (non-orthonormal) embeddings, Fig. 2's settings", UNIT),
+    ("transformer-joint", "ablation: W_ov and W_kq trained jointly (NGD, η₀, 1800 steps), Fig. 2's data", JOINT),
+):
+    register_preset(Preset(_name, _desc, lambda scale, cfg=_cfg: cfg))
