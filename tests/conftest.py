@@ -1,6 +1,7 @@
 """Test-wide settings: one BLAS/torch thread (2-core machines), float64, no hypothesis deadlines."""
 
 import os
+import re
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -27,3 +28,39 @@ def run_cli(tmp_path):
                               cwd=tmp_path, env=env, check=check, timeout=timeout)
 
     return _run
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """Run ``ntpbias ARGS`` in-process (``ntpbias.cli.main``) from ``tmp_path``; returns (exit status, stdout, stderr).
+
+    Saves the interpreter start-up of :func:`run_cli`; the process-level contract is checked by the tests that use
+    ``run_cli``.
+    """
+    from ntpbias.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def _run(*args):
+        with pytest.raises(SystemExit) as info:
+            main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return info.value.code, captured.out, captured.err
+
+    return _run
+
+
+def _assert_user_error(code, err, pattern):
+    """A user error: exit status 2, exactly one ``ntpbias: error:`` line on stderr, no traceback; the line contains
+    ``pattern`` (a str) or matches it (a compiled ``re.Pattern``, with ``search``)."""
+    assert code == 2, (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:"), err
+    assert (pattern.search(lines[0]) if isinstance(pattern, re.Pattern) else pattern in lines[0]), lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.fixture
+def assert_user_error():
+    """The check of a user error's exit status and one-line message (see ``_assert_user_error``)."""
+    return _assert_user_error

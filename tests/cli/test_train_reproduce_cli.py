@@ -6,24 +6,7 @@ import tomllib
 
 import pytest
 
-from ntpbias.cli import main
 from ntpbias.results import read_metrics_csv
-
-
-def run_main(args, capsys):
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return info.value.code, out.out, out.err
-
-
-def assert_user_error(code, err, pattern):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:"), err
-    assert pattern in lines[0], lines[0]
-    assert "Traceback" not in err
 
 
 def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli):
@@ -50,10 +33,10 @@ def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli):
     assert configs["fig5-adam"]["optimizer"]["name"] == "adam" and configs["fig4-gd"]["seeds"] == 2
 
 
-def test_train_preset_writes_a_rerunnable_config(tmp_path, capsys):
+def test_train_preset_writes_a_rerunnable_config(tmp_path, cli):
     out = tmp_path / "gd"
-    code, stdout, _ = run_main(["train", "--preset", "linear-fig4-gd", "--set", "train.steps=150",
-                                "--set", "data.m=10", "--set", "data.d=12", "--out", out, "--quiet"], capsys)
+    code, stdout, _ = cli("train", "--preset", "linear-fig4-gd", "--set", "train.steps=150",
+                          "--set", "data.m=10", "--set", "data.d=12", "--out", out, "--quiet")
     assert code == 0
     cfg = tomllib.loads((out / "config.toml").read_text())
     assert cfg["train"]["steps"] == 150 and cfg["data"]["m"] == 10 and cfg["experiment"] == "linear"
@@ -63,35 +46,35 @@ def test_train_preset_writes_a_rerunnable_config(tmp_path, capsys):
     assert spread["seeds"] == 1 and spread["mean"] == summary["final"]["loss_gap"][0] and spread["std"] == 0
     first = read_metrics_csv(out / "metrics.csv")
     # re-running the saved config reproduces the metrics exactly
-    code, _, _ = run_main(["train", out / "config.toml", "--out", tmp_path / "again", "--quiet"], capsys)
+    code, _, _ = cli("train", out / "config.toml", "--out", tmp_path / "again", "--quiet")
     assert code == 0
     assert read_metrics_csv(tmp_path / "again" / "metrics.csv") == first
     assert (out / "figures" / "training.png").is_file() and (out / "checkpoints" / "train" / "last.pt").is_file()
 
 
-def test_train_resume_gives_the_uninterrupted_numbers(tmp_path, capsys):
+def test_train_resume_gives_the_uninterrupted_numbers(tmp_path, cli):
     args = ["train", "--preset", "linear-fig5-adam", "--set", "data.m=8", "--set", "data.d=10", "--quiet"]
-    run_main([*args, "--set", "train.steps=200", "--out", tmp_path / "full"], capsys)
+    cli(*args, "--set", "train.steps=200", "--out", tmp_path / "full")
     # a run stopped at 80 steps, then resumed in the same directory with the full length
-    run_main([*args, "--set", "train.steps=80", "--out", tmp_path / "part"], capsys)
-    code, _, _ = run_main([*args, "--set", "train.steps=200", "--out", tmp_path / "part", "--resume"], capsys)
+    cli(*args, "--set", "train.steps=80", "--out", tmp_path / "part")
+    code, _, _ = cli(*args, "--set", "train.steps=200", "--out", tmp_path / "part", "--resume")
     assert code == 0
     full = read_metrics_csv(tmp_path / "full" / "metrics.csv")
     part = read_metrics_csv(tmp_path / "part" / "metrics.csv")
     assert full[-1] == part[-1]
 
 
-def test_list_shows_presets_and_figure_ids(capsys):
-    code, out, _ = run_main(["list", "--json"], capsys)
+def test_list_shows_presets_and_figure_ids(cli):
+    code, out, _ = cli("list", "--json")
     assert code == 0
     listing = json.loads(out)
     assert "linear-fig4-gd" in listing["presets"] and "linear-fig5" in listing["groups"]["linear"]["figures"]
 
 
-def test_diverging_step_size_stops_keeps_metrics_and_exits_2(tmp_path, capsys):
+def test_diverging_step_size_stops_keeps_metrics_and_exits_2(tmp_path, cli, assert_user_error):
     out = tmp_path / "nan"
-    code, _, err = run_main(["train", "--preset", "linear-fig4-gd", "--set", "optimizer.lr=1e308",
-                             "--set", "train.steps=500", "--out", out, "--quiet"], capsys)
+    code, _, err = cli("train", "--preset", "linear-fig4-gd", "--set", "optimizer.lr=1e308",
+                       "--set", "train.steps=500", "--out", out, "--quiet")
     assert_user_error(code, err, "non-finite")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "diverged"
@@ -112,29 +95,29 @@ def test_diverging_step_size_stops_keeps_metrics_and_exits_2(tmp_path, capsys):
     (["train", "BAD_TOML"], "not valid TOML"),
     (["train", "NO_EXPERIMENT"], "set `experiment`"),
 ])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, args, pattern):
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, pattern, cli, assert_user_error):
     (tmp_path / "unknown.toml").write_text('experiment = "linear"\n[data]\ncolour = "red"\n')
     (tmp_path / "bad.toml").write_text("experiment = \n")
     (tmp_path / "noexp.toml").write_text("seed = 1\n")
     subst = {"CONFIG": tmp_path / "missing.toml", "UNKNOWN_FIELD": tmp_path / "unknown.toml",
              "BAD_TOML": tmp_path / "bad.toml", "NO_EXPERIMENT": tmp_path / "noexp.toml"}
     out = tmp_path / "out"
-    code, _, err = run_main([subst.get(a, a) for a in args] + ["--out", out], capsys)
+    code, _, err = cli(*[subst.get(a, a) for a in args], "--out", out)
     assert_user_error(code, err, pattern)
     assert not out.exists() or not any(out.iterdir())
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
-def test_unwritable_output_directory(tmp_path, capsys):
+def test_unwritable_output_directory(tmp_path, cli, assert_user_error):
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
-    code, _, err = run_main(["reproduce", "linear-fig3", "--scale", "smoke", "--out", locked / "x"], capsys)
+    code, _, err = cli("reproduce", "linear-fig3", "--scale", "smoke", "--out", locked / "x")
     assert_user_error(code, err, "cannot create output directory")
 
 
-def test_unwritable_output_path_is_a_file(tmp_path, capsys):
+def test_unwritable_output_path_is_a_file(tmp_path, cli, assert_user_error):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    code, _, err = run_main(["reproduce", "linear-fig3", "--scale", "smoke", "--out", blocker / "x"], capsys)
+    code, _, err = cli("reproduce", "linear-fig3", "--scale", "smoke", "--out", blocker / "x")
     assert_user_error(code, err, "cannot create output directory")

@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from ntpbias.api import save_run
-from ntpbias.cli import main
 from ntpbias.experiments import transformer as ex
 from ntpbias.experiments.base import RunContext
 from ntpbias.results import read_metrics_csv
@@ -21,20 +20,6 @@ CHECK_KEYS = {"name", "claim", "measured", "threshold", "passed"}
 
 def _summary(out):
     return json.loads((out / "summary.json").read_text())
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """``ntpbias ARGS`` in-process: returns (exit status, stdout, stderr)."""
-    monkeypatch.chdir(tmp_path)
-
-    def _run(*args):
-        with pytest.raises(SystemExit) as exc:
-            main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return exc.value.code, out, err
-
-    return _run
 
 
 def test_reproduce_example2_quick_scale(run_cli, tmp_path):
