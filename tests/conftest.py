@@ -77,3 +77,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if isinstance(item, pytest.DoctestItem) and item.name == "ntpbias.api":
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+_CHECK_ROW = re.compile(r'<tr><td>([^<]*)</td><td>[^<]*</td><td class="num">[^<]*</td>\s*<td>[^<]*</td>'
+                        r'<td class="(pass|fail)">(PASS|FAIL)</td>')
+
+
+def _report_matches_summary(out):
+    """Assert that ``out/report.html`` shows the checks of ``out/summary.json`` (same names, order and PASS/FAIL, the
+    same passed count) and that ``summary["passed"]`` is the conjunction of the checks; returns the summary."""
+    import html
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    page = (out / "report.html").read_text()
+    checks = [(c["name"], c["passed"]) for c in summary["checks"]]
+    shown = [(html.unescape(name), cls == "pass") for name, cls, word in _CHECK_ROW.findall(page)
+             if word == cls.upper()]
+    assert shown == checks
+    assert summary["passed"] == all(passed for _, passed in checks)
+    count = re.search(r"Theory checks: <b>(\d+)</b> of <b>(\d+)</b> passed", page)
+    assert count is not None and (int(count[1]), int(count[2])) == (sum(p for _, p in checks), len(checks))
+    return summary
+
+
+@pytest.fixture
+def report_matches_summary():
+    """The consistency check of a run directory's report.html and summary.json (see ``_report_matches_summary``)."""
+    return _report_matches_summary
