@@ -12,14 +12,14 @@ from ntpbias.report.attention import read_token_table
 from ntpbias.results import read_metrics_csv
 
 
-def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli):
+def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
     out = tmp_path / "att"
     proc = run_cli("reproduce", "attention", "--out", out, "--scale", "smoke", "--quiet")
     assert proc.returncode == 0, proc.stderr
     for name in ("config.toml", "metrics.csv", "summary.json", "report.html", "tokens-fig2.csv", "lemma41.npz",
                  "stage2.npz"):
         assert (out / name).is_file(), name
-    summary = json.loads((out / "summary.json").read_text())
+    summary = report_matches_summary(out)
     figures = {f["id"] for f in summary["sections"][0]["figures"]}
     assert figures == {"attention-fig2", "attention-fig2-training", "attention-lemma41", "attention-stage2"}
     for fig in figures:
@@ -39,11 +39,11 @@ def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli):
     assert "lemma41" in configs
 
 
-def test_reproduce_one_figure_and_list(tmp_path, cli):
+def test_reproduce_one_figure_and_list(tmp_path, cli, report_matches_summary):
     code, stdout, _ = cli("reproduce", "attention-lemma41", "--out", tmp_path / "l", "--scale", "smoke",
                           "--quiet")
     assert code == 0 and "theory checks passed" in stdout
-    summary = json.loads((tmp_path / "l" / "summary.json").read_text())
+    summary = report_matches_summary(tmp_path / "l")
     assert [f["id"] for f in summary["sections"][0]["figures"]] == ["attention-lemma41"]
     assert all(c["passed"] for c in summary["checks"])  # Lemma 4.1 holds at every size
     code, stdout, _ = cli("list")
@@ -60,6 +60,7 @@ def test_train_stage2_preset_writes_a_rerunnable_config(tmp_path, cli):
     assert cfg["experiment"] == "attention-stage2" and cfg["steps"] == 120 and cfg["data"]["source"] == "assumption1"
     first = read_metrics_csv(out / "metrics.csv")
     assert {"cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor"} <= set(first[-1])
+    assert first[0]["step"] == 0 and first[-1]["step"] == 120  # --set steps=120 ran 120 steps
     code, _, _ = cli("train", out / "config.toml", "--out", tmp_path / "again", "--quiet")
     assert code == 0
     assert read_metrics_csv(tmp_path / "again" / "metrics.csv") == first

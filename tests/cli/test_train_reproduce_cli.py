@@ -10,13 +10,13 @@ import pytest
 from ntpbias.results import read_metrics_csv
 
 
-def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli):
+def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
     out = tmp_path / "lin"
     proc = run_cli("reproduce", "linear", "--out", out, "--scale", "smoke", "--seeds", "2", "--quiet")
     assert proc.returncode == 0, proc.stderr
     for name in ("config.toml", "metrics.csv", "summary.json", "report.html"):
         assert (out / name).is_file(), name
-    summary = json.loads((out / "summary.json").read_text())
+    summary = report_matches_summary(out)
     figures = {f["id"] for f in summary["sections"][0]["figures"]}
     assert figures == {"linear-fig1", "linear-fig2", "linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath"}
     for fig in figures:
