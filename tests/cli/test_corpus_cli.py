@@ -18,6 +18,7 @@ from ntpbias.data import corpus as corpusmod
 from ntpbias.data.ntp import NTPData
 
 TEXT = "The cat sat. The cat ran!\nA dog sat; the dog ran.\nThe cat sat, the dog sat.\n"
+TOKENS = "the cat sat . the cat ran ! a dog sat ; the dog ran . the cat sat , the dog sat .".split()  # of TEXT
 
 
 def _naive_stats(tokens: list[str], T: int) -> dict[int, tuple[int, int, float, float]]:
@@ -44,7 +45,7 @@ def test_corpus_json_outputs_and_export_in_a_real_process(tmp_path, run_cli):
                    "--embedding", "gaussian:d=5,seed=1")
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(proc.stdout)
-    tokens = "the cat sat . the cat ran ! a dog sat ; the dog ran . the cat sat , the dog sat .".split()
+    tokens = TOKENS
     assert rec["tokens"] == len(tokens) and rec["vocab"] == len(set(tokens))
     ref = _naive_stats(tokens, 3)
     assert [s["t"] for s in rec["lengths"]] == [1, 2, 3]
@@ -78,6 +79,12 @@ def test_exported_data_feed_analyze(tmp_path, cli):
     data = NTPData.load(tmp_path / "d.npz")
     assert rec["m"] == data.m and rec["V"] == data.V and rec["d"] == data.m  # onehot: d = m
     assert rec["separable"] is True  # one-hot embeddings are always separable (Lemma 1 of paper A)
+    # the numbers analyze prints, against the naive count of the text: m = distinct contexts of lengths 1..T,
+    # V = distinct tokens, entropy = the sample-weighted mean of the per-length conditional entropies H_t
+    ref = _naive_stats(TOKENS, 2)
+    assert rec["m"] == sum(m for _, m, _, _ in ref.values()) and rec["V"] == len(set(TOKENS))
+    expected = sum(n * H for n, _, H, _ in ref.values()) / sum(n for n, _, _, _ in ref.values())
+    assert rec["entropy"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_table_output_and_builtin_shakespeare(tmp_path, cli):
