@@ -12,6 +12,7 @@ from ntpbias.report.attention import read_token_table
 from ntpbias.results import read_metrics_csv
 
 
+@pytest.mark.slow
 def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
     out = tmp_path / "att"
     proc = run_cli("reproduce", "attention", "--out", out, "--scale", "smoke", "--quiet")

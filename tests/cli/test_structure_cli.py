@@ -13,10 +13,10 @@ def _write(tmp_path, text, name="s.txt"):
     return path
 
 
-def test_example1_json(run_cli, tmp_path):
-    res = run_cli("structure", "example1", "--json")
-    assert res.returncode == 0, res.stderr
-    rec = json.loads(res.stdout)
+def test_example1_json(cli):
+    code, out, err = cli("structure", "example1", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
     assert rec["collocation"] == {"S": "V", "V": "O", "O": "P", "P": "S"}
     assert rec["queries"]["P"] == {"optimal": ["O"], "non_optimal": ["P"], "non_comparable": ["S", "V"],
                                    "confused": [], "order": [["O", "P"]]}
@@ -57,13 +57,12 @@ def test_counterexample_max_margin(run_cli):
     assert q["closed_form"]["a"] == pytest.approx(3 / 5, rel=1e-12, abs=0)
 
 
-def test_inconsistent_labels_report_then_exit_2(run_cli, tmp_path):
+def test_inconsistent_labels_report_then_exit_2(tmp_path, cli, assert_user_error):
     path = _write(tmp_path, "a b c\na b d\nb a\nc d\nd c\n")
-    res = run_cli("structure", path, "--json")
-    assert res.returncode == 2
-    assert res.stderr.startswith("ntpbias: error: ") and res.stderr.count("\n") == 1
-    assert "several labels" in res.stderr and "no longer applicable" in res.stderr
-    rec = json.loads(res.stdout)  # the full report is still printed
+    code, out, err = cli("structure", path, "--json")
+    assert_user_error(code, err, "several labels")
+    assert "no longer applicable" in err
+    rec = json.loads(out)  # the full report is still printed
     assert rec["assumptions"]["realizable"] is False
     offence = rec["assumptions"]["violations"]["realizable"][0]
     assert [s["text"] for s in offence["sentences"]] == ["a b c", "a b d"]

@@ -84,6 +84,7 @@ def test_missing_sweep_file_and_dry_run(tmp_path, cli):
     assert "cells/seed=2_V=3" in out and not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_failed_cells_exit_1_and_are_retried_on_request(tmp_path, cli):
     """A cell whose data file is missing fails at run time (in the worker), the others complete."""
     import torch

@@ -10,6 +10,7 @@ import pytest
 from ntpbias.results import read_metrics_csv
 
 
+@pytest.mark.slow
 def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
     out = tmp_path / "lin"
     proc = run_cli("reproduce", "linear", "--out", out, "--scale", "smoke", "--seeds", "2", "--quiet")

@@ -18,6 +18,7 @@ from ntpbias.results import read_metrics_csv
 CHECK_KEYS = {"name", "claim", "measured", "threshold", "passed"}
 
 
+@pytest.mark.slow
 def test_reproduce_example2_quick_scale(run_cli, tmp_path, report_matches_summary):
     """The Example-1/2 figure at its real (quick) scale: every check passes, including the spec's reference values."""
     out = tmp_path / "ex2"
