@@ -118,17 +118,17 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, mess
     assert not (tmp_path / "out").exists() and not (tmp_path / "d.npz").exists()
 
 
-def test_too_large_export_writes_nothing(tmp_path, monkeypatch, cli):
+def test_too_large_export_writes_nothing(tmp_path, monkeypatch, cli, assert_user_error):
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
     monkeypatch.setattr(corpusmod, "MAX_EXPORT_ENTRIES", 100)
     code, _, err = cli("corpus", text, "-T", 2, "--out", tmp_path / "out", "--export", tmp_path / "d.npz")
-    assert code == 2 and "matrix entries" in err
+    assert_user_error(code, err, "matrix entries")
     assert not (tmp_path / "out").exists() and not (tmp_path / "d.npz").exists()
 
 
 @pytest.mark.slow  # starts a Dask cluster or real worker processes
-def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, cli):
+def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, cli, assert_user_error):
     """`ntpbias corpus DIR FILE --executor dask` (an embedded two-worker LocalCluster) prints the same statistics."""
     pytest.importorskip("distributed")
     folder = tmp_path / "docs"
@@ -146,4 +146,4 @@ def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, c
     assert a["documents"] == b["documents"] == 7 and a["source"] == f"{folder} {extra}"
     assert a == b
     code, _, err = cli("corpus", extra, "--scheduler", "tcp://127.0.0.1:9", "--quiet")
-    assert code == 2 and "cannot reach the Dask scheduler" in err
+    assert_user_error(code, err, "cannot reach the Dask scheduler")
