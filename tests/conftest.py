@@ -1,4 +1,10 @@
-"""Test-wide settings: one BLAS/torch thread (2-core machines), float64, no hypothesis deadlines."""
+"""Test-wide settings (one BLAS/torch thread on 2-core machines, float64, no hypothesis deadlines) and the shared
+helpers of the command-line tests: ``run_cli`` (a real process), ``cli`` (in-process), ``assert_user_error`` and
+``report_matches_summary``.
+
+Two tiers: ``python -m pytest -m "not slow"`` while working (tests over about 4 s are marked ``slow``); plain
+``python -m pytest`` runs everything, the doctests of ``src/ntpbias`` included.
+"""
 
 import os
 import re
