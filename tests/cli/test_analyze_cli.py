@@ -19,8 +19,6 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from ntpbias.cli import main
-
 KKT_KEYS = {"primal_violation", "dual_violation", "complementary_slackness", "stationarity", "duality_gap"}
 DESIGN_KEYS = {"m", "V", "d", "entropy", "dim_F", "compatible", "compatibility_residual", "separable", "margin",
                "norm_W_star", "norm_W_mm", "solver", "solve_seconds", "kkt"}
@@ -235,28 +233,22 @@ BAD_CASES = {
 }
 
 
-def _check_failure(tmp_path, code, stderr: str, pattern: str):
-    assert code == 2
-    lines = stderr.strip("\n").split("\n")
-    assert len(lines) == 1 and lines[0].startswith("ntpbias: error: "), stderr
-    assert "Traceback" not in stderr
-    assert re.search(pattern, lines[0]), lines[0]
+def _check_failure(tmp_path, code, stderr: str, pattern: str, assert_user_error):
+    assert_user_error(code, stderr, re.compile(pattern))
     out = tmp_path / "out"
     assert not (out / "analysis.json").exists() and not (out / "geometry.npz").exists()
     assert not (tmp_path / "code_ran").exists()  # no pickle was ever executed
 
 
 @pytest.mark.parametrize("case", BAD_CASES)
-def test_bad_input_exits_2_with_one_line(tmp_path, case, capsys):
+def test_bad_input_exits_2_with_one_line(tmp_path, case, cli, assert_user_error):
     args = _write_bad_input(tmp_path, case)
-    with pytest.raises(SystemExit) as info:
-        main(["analyze", *map(str, args), "--out", str(tmp_path / "out")])
-    captured = capsys.readouterr()
-    _check_failure(tmp_path, info.value.code, captured.err, BAD_CASES[case])
-    assert captured.out == ""
+    code, out, err = cli("analyze", *args, "--out", tmp_path / "out")
+    _check_failure(tmp_path, code, err, BAD_CASES[case], assert_user_error)
+    assert out == ""
 
 
-def test_bad_input_in_a_real_process(tmp_path, run_cli):
+def test_bad_input_in_a_real_process(tmp_path, run_cli, assert_user_error):
     args = _write_bad_input(tmp_path, "pickle")
     proc = run_cli("analyze", *args, "--out", tmp_path / "out")
-    _check_failure(tmp_path, proc.returncode, proc.stderr, BAD_CASES["pickle"])
+    _check_failure(tmp_path, proc.returncode, proc.stderr, BAD_CASES["pickle"], assert_user_error)

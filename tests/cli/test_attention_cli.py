@@ -8,34 +8,19 @@ import tomllib
 import numpy as np
 import pytest
 
-from ntpbias.cli import main
 from ntpbias.experiments.attention import read_token_table
 from ntpbias.results import read_metrics_csv
 
 
-def run_main(args, capsys):
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return info.value.code, out.out, out.err
-
-
-def assert_user_error(code, err, pattern):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:"), err
-    assert pattern in lines[0], lines[0]
-
-
-def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli):
+@pytest.mark.slow
+def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
     out = tmp_path / "att"
     proc = run_cli("reproduce", "attention", "--out", out, "--scale", "smoke", "--quiet")
     assert proc.returncode == 0, proc.stderr
     for name in ("config.toml", "metrics.csv", "summary.json", "report.html", "tokens-fig2.csv", "lemma41.npz",
                  "stage2.npz"):
         assert (out / name).is_file(), name
-    summary = json.loads((out / "summary.json").read_text())
+    summary = report_matches_summary(out)
     figures = {f["id"] for f in summary["sections"][0]["figures"]}
     assert figures == {"attention-fig2", "attention-fig2-training", "attention-lemma41", "attention-stage2"}
     for fig in figures:
@@ -65,42 +50,43 @@ def configs_train_v(out):
     return {k: v["model"]["train_v"] for k, v in configs.items() if v.get("experiment") == "attention"}
 
 
-def test_reproduce_one_figure_and_list(tmp_path, capsys):
-    code, stdout, _ = run_main(["reproduce", "attention-lemma41", "--out", tmp_path / "l", "--scale", "smoke",
-                                "--quiet"], capsys)
+def test_reproduce_one_figure_and_list(tmp_path, cli, report_matches_summary):
+    code, stdout, _ = cli("reproduce", "attention-lemma41", "--out", tmp_path / "l", "--scale", "smoke",
+                          "--quiet")
     assert code == 0 and "theorem checks passed" in stdout
-    summary = json.loads((tmp_path / "l" / "summary.json").read_text())
+    summary = report_matches_summary(tmp_path / "l")
     assert [f["id"] for f in summary["sections"][0]["figures"]] == ["attention-lemma41"]
     assert all(c["passed"] for c in summary["checks"])  # Lemma 4.1's inequalities hold at every size
-    code, stdout, _ = run_main(["list"], capsys)
+    code, stdout, _ = cli("list")
     for name in ("attention-fig2", "attention-stage2", "attention-stage2-gd", "attention-lemma41"):
         assert name in stdout
 
 
-def test_train_stage2_preset_writes_a_rerunnable_config(tmp_path, capsys):
+def test_train_stage2_preset_writes_a_rerunnable_config(tmp_path, cli):
     out = tmp_path / "s2"
-    code, _, err = run_main(["train", "--preset", "attention-stage2", "--set", "train.steps=120", "--set",
-                             "model.d=128", "--out", out, "--quiet"], capsys)
+    code, _, err = cli("train", "--preset", "attention-stage2", "--set", "train.steps=120", "--set",
+                       "model.d=128", "--out", out, "--quiet")
     assert code == 0, err
     cfg = tomllib.loads((out / "config.toml").read_text())
     assert cfg["experiment"] == "attention-stage2" and cfg["train"]["steps"] == 120
     assert cfg["data"]["source"] == "assumption1"
     first = read_metrics_csv(out / "metrics.csv")
     assert {"cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor"} <= set(first[-1])
-    code, _, _ = run_main(["train", out / "config.toml", "--out", tmp_path / "again", "--quiet"], capsys)
+    assert first[0]["step"] == 0 and first[-1]["step"] == 120  # --set steps=120 ran 120 steps
+    code, _, _ = cli("train", out / "config.toml", "--out", tmp_path / "again", "--quiet")
     assert code == 0
     assert read_metrics_csv(tmp_path / "again" / "metrics.csv") == first
     assert (out / "figures" / "stage2.png").is_file() and (out / "stage2.npz").is_file()
 
 
-def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, capsys):
+def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, cli):
     args = ["train", "--preset", "attention-fig2", "--scale", "smoke", "--set", "data.n=96", "--set",
             "train.batch_size=32", "--set", "train.decay_epochs=2", "--quiet"]
-    code, _, err = run_main([*args, "--set", "train.epochs=4", "--out", tmp_path / "full"], capsys)
+    code, _, err = cli(*args, "--set", "train.epochs=4", "--out", tmp_path / "full")
     assert code == 0, err
     # a run stopped after one epoch (3 steps, logged only at steps 0 and 3), resumed with the full length
-    run_main([*args, "--set", "train.epochs=1", "--set", "train.log_points=0", "--out", tmp_path / "part"], capsys)
-    code, _, _ = run_main([*args, "--set", "train.epochs=4", "--out", tmp_path / "part", "--resume"], capsys)
+    cli(*args, "--set", "train.epochs=1", "--set", "train.log_points=0", "--out", tmp_path / "part")
+    code, _, _ = cli(*args, "--set", "train.epochs=4", "--out", tmp_path / "part", "--resume")
     assert code == 0
     full = read_metrics_csv(tmp_path / "full" / "metrics.csv")
     part = read_metrics_csv(tmp_path / "part" / "metrics.csv")
@@ -120,9 +106,9 @@ def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, capsys
     (["--set", "data.source=imdb", "--set", "data.path=missing.csv"], "missing.csv: no such file"),
     (["--set", "data.law.deltas=0.1"], "one size and one delta per level"),
 ])
-def test_bad_attention_configs_exit_2_with_one_line(tmp_path, capsys, extra, pattern):
-    code, _, err = run_main(["train", "--preset", "attention-fig2", "--scale", "smoke", *extra,
-                             "--out", tmp_path / "bad", "--quiet"], capsys)
+def test_bad_attention_configs_exit_2_with_one_line(tmp_path, extra, pattern, cli, assert_user_error):
+    code, _, err = cli("train", "--preset", "attention-fig2", "--scale", "smoke", *extra,
+                       "--out", tmp_path / "bad", "--quiet")
     assert_user_error(code, err, pattern)
     assert not (tmp_path / "bad" / "summary.json").exists()
 
@@ -164,12 +150,12 @@ def write_yelp(path):
     return path
 
 
-def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_file(tmp_path, capsys, monkeypatch):
+def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_file(tmp_path, monkeypatch, cli):
     yelp = write_yelp(tmp_path / "yelp.json")
     monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "imdb"
-    code, stdout, err = run_main(["reproduce", "attention-imdb", "--out", out, "--scale", "smoke", "--quiet",
-                                  "--yelp", yelp], capsys)
+    code, stdout, err = cli("reproduce", "attention-imdb", "--out", out, "--scale", "smoke", "--quiet",
+                            "--yelp", yelp)
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
     section = summary["sections"][0]
@@ -193,10 +179,10 @@ def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_fil
     assert configs["imdb-two-layer"]["model"]["kind"] == "two_layer"
 
 
-def test_reproduce_attention_imdb_without_yelp_says_it_was_skipped(tmp_path, capsys, monkeypatch):
+def test_reproduce_attention_imdb_without_yelp_says_it_was_skipped(tmp_path, monkeypatch, cli):
     monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "fig3"
-    code, _, err = run_main(["reproduce", "attention-fig3", "--out", out, "--scale", "smoke", "--quiet"], capsys)
+    code, _, err = cli("reproduce", "attention-fig3", "--out", out, "--scale", "smoke", "--quiet")
     assert code == 0, err
     section = json.loads((out / "summary.json").read_text())["sections"][0]
     assert any(n.startswith("Yelp skipped") and "--yelp" in n for n in section["notes"])
@@ -204,29 +190,29 @@ def test_reproduce_attention_imdb_without_yelp_says_it_was_skipped(tmp_path, cap
     assert {r["run"] for r in read_metrics_csv(out / "metrics.csv")} == {"imdb-one-layer", "imdb-one-layer-v-fixed"}
 
 
-def test_train_on_a_users_imdb_csv_and_yelp_file(tmp_path, capsys, monkeypatch):
+def test_train_on_a_users_imdb_csv_and_yelp_file(tmp_path, monkeypatch, cli, assert_user_error):
     monkeypatch.setenv("NTPBIAS_CACHE", str(tmp_path / "cache"))
     csv_path = write_kaggle_csv(tmp_path / "IMDB Dataset.csv")
-    code, _, err = run_main(["train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
-                             "--set", f"data.path={csv_path}", "--set", "train.epochs=3", "--out", tmp_path / "imdb",
-                             "--quiet"], capsys)
+    code, _, err = cli("train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
+                       "--set", f"data.path={csv_path}", "--set", "train.epochs=3", "--out", tmp_path / "imdb",
+                       "--quiet")
     assert code == 0, err
     table = read_token_table(tmp_path / "imdb" / "tokens-train.csv")
     assert "great" in set(table["token"]) and "this" not in set(table["token"])  # a stop word
     cfg = tomllib.loads((tmp_path / "imdb" / "config.toml").read_text())
     assert cfg["data"]["path"] == str(csv_path) and cfg["data"]["source"] == "imdb"
     yelp = write_yelp(tmp_path / "reviews.jsonl")
-    code, _, err = run_main(["train", "--preset", "attention-yelp-two-layer", "--scale", "smoke",
-                             "--set", f"data.path={yelp}", "--set", "data.yelp.min_chars=20",
-                             "--out", tmp_path / "yelp", "--quiet"], capsys)
+    code, _, err = cli("train", "--preset", "attention-yelp-two-layer", "--scale", "smoke",
+                       "--set", f"data.path={yelp}", "--set", "data.yelp.min_chars=20",
+                       "--out", tmp_path / "yelp", "--quiet")
     assert code == 0, err
     summary = json.loads((tmp_path / "yelp" / "summary.json").read_text())
     assert summary["config"]["model"]["kind"] == "two_layer" and summary["sections"][0]["facts"]["documents"] == 80
-    code, _, err = run_main(["train", "--preset", "attention-yelp-one-layer", "--scale", "smoke",
-                             "--out", tmp_path / "noyelp", "--quiet"], capsys)
+    code, _, err = cli("train", "--preset", "attention-yelp-one-layer", "--scale", "smoke",
+                       "--out", tmp_path / "noyelp", "--quiet")
     assert_user_error(code, err, "needs the reviews file")
     bad = tmp_path / "bad.csv"
     bad.write_text("title,score\nx,1\n", encoding="utf-8")
-    code, _, err = run_main(["train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
-                             "--set", f"data.path={bad}", "--out", tmp_path / "badrun", "--quiet"], capsys)
+    code, _, err = cli("train", "--preset", "attention-imdb-one-layer", "--scale", "smoke",
+                       "--set", f"data.path={bad}", "--out", tmp_path / "badrun", "--quiet")
     assert_user_error(code, err, "expected the columns review,sentiment")

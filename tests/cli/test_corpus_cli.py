@@ -14,11 +14,11 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from ntpbias.cli import main
 from ntpbias.data import corpus as corpusmod
 from ntpbias.data.ntp import NTPData
 
 TEXT = "The cat sat. The cat ran!\nA dog sat; the dog ran.\nThe cat sat, the dog sat.\n"
+TOKENS = "the cat sat . the cat ran ! a dog sat ; the dog ran . the cat sat , the dog sat .".split()  # of TEXT
 
 
 def _naive_stats(tokens: list[str], T: int) -> dict[int, tuple[int, int, float, float]]:
@@ -37,13 +37,6 @@ def _naive_stats(tokens: list[str], T: int) -> dict[int, tuple[int, int, float, 
     return out
 
 
-def _run(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
-
-
 def test_corpus_json_outputs_and_export_in_a_real_process(tmp_path, run_cli):
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
@@ -52,7 +45,7 @@ def test_corpus_json_outputs_and_export_in_a_real_process(tmp_path, run_cli):
                    "--embedding", "gaussian:d=5,seed=1")
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(proc.stdout)
-    tokens = "the cat sat . the cat ran ! a dog sat ; the dog ran . the cat sat , the dog sat .".split()
+    tokens = TOKENS
     assert rec["tokens"] == len(tokens) and rec["vocab"] == len(set(tokens))
     ref = _naive_stats(tokens, 3)
     assert [s["t"] for s in rec["lengths"]] == [1, 2, 3]
@@ -75,28 +68,34 @@ def test_corpus_json_outputs_and_export_in_a_real_process(tmp_path, run_cli):
     assert data.contexts[0] in tokens and data.context_lengths.tolist() == sorted(data.context_lengths.tolist())
 
 
-def test_exported_data_feed_analyze(tmp_path, capsys):
+def test_exported_data_feed_analyze(tmp_path, cli):
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
-    code, _, err = _run(["corpus", text, "-T", 2, "--export", tmp_path / "d.npz", "--quiet"], capsys)
+    code, _, err = cli("corpus", text, "-T", 2, "--export", tmp_path / "d.npz", "--quiet")
     assert code == 0, err
-    code, out, err = _run(["analyze", tmp_path / "d.npz", "--out", tmp_path / "an", "--json"], capsys)
+    code, out, err = cli("analyze", tmp_path / "d.npz", "--out", tmp_path / "an", "--json")
     assert code == 0, err
     rec = json.loads(out)
     data = NTPData.load(tmp_path / "d.npz")
     assert rec["m"] == data.m and rec["V"] == data.V and rec["d"] == data.m  # onehot: d = m
     assert rec["separable"] is True  # one-hot embeddings are always separable (Lemma 1 of paper A)
+    # the numbers analyze prints, against the naive count of the text: m = distinct contexts of lengths 1..T,
+    # V = distinct tokens, entropy = the sample-weighted mean of the per-length conditional entropies H_t
+    ref = _naive_stats(TOKENS, 2)
+    assert rec["m"] == sum(m for _, m, _, _ in ref.values()) and rec["V"] == len(set(TOKENS))
+    expected = sum(n * H for n, _, H, _ in ref.values()) / sum(n for n, _, _, _ in ref.values())
+    assert rec["entropy"] == pytest.approx(expected, rel=1e-12)
 
 
-def test_table_output_and_builtin_shakespeare(tmp_path, capsys):
-    code, out, err = _run(["corpus", "shakespeare", "-T", 2, "--max-tokens", 5000, "--json"], capsys)
+def test_table_output_and_builtin_shakespeare(tmp_path, cli):
+    code, out, err = cli("corpus", "shakespeare", "-T", 2, "--max-tokens", 5000, "--json")
     assert code == 0, err
     rec = json.loads(out)
     assert rec["tokens"] == 5000 and rec["documents"] == 38 and rec["source"] == "shakespeare"
     assert rec["lengths"][0]["samples"] == 5000 - 2  # one document (the first play) with 5000 tokens, T = 2
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
-    code, out, err = _run(["corpus", text, "-T", 2, "--tokenizer", "wordpiece"], capsys)
+    code, out, err = cli("corpus", text, "-T", 2, "--tokenizer", "wordpiece")
     assert code == 0, err
     assert "Shannon" in out and "H_t" in out
 
@@ -109,29 +108,27 @@ def test_table_output_and_builtin_shakespeare(tmp_path, capsys):
     (["{text}", "--export", "{tmp}/x.npz", "--embedding", "fancy"], "--embedding 'fancy'"),
     (["{text}", "--segment", "line", "-T", 2, "--max-tokens", 1], "lines of at least 2 tokens"),
 ])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, args, message):
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message, cli, assert_user_error):
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
     args = [str(a).format(text=text, tmp=tmp_path) for a in args]
-    code, out, err = _run(["corpus", *args, "--out", tmp_path / "out", "--export", tmp_path / "d.npz"], capsys)
-    assert code == 2
-    assert err.startswith("ntpbias: error: ") and err.count("\n") == 1 and message in err
-    assert "Traceback" not in err and out == ""
+    code, out, err = cli("corpus", *args, "--out", tmp_path / "out", "--export", tmp_path / "d.npz")
+    assert_user_error(code, err, message)
+    assert out == ""
     assert not (tmp_path / "out").exists() and not (tmp_path / "d.npz").exists()
 
 
-def test_too_large_export_writes_nothing(tmp_path, capsys, monkeypatch):
+def test_too_large_export_writes_nothing(tmp_path, monkeypatch, cli, assert_user_error):
     text = tmp_path / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
     monkeypatch.setattr(corpusmod, "MAX_EXPORT_ENTRIES", 100)
-    code, _, err = _run(["corpus", text, "-T", 2, "--out", tmp_path / "out", "--export", tmp_path / "d.npz"], capsys)
-    assert code == 2 and "matrix entries" in err
+    code, _, err = cli("corpus", text, "-T", 2, "--out", tmp_path / "out", "--export", tmp_path / "d.npz")
+    assert_user_error(code, err, "matrix entries")
     assert not (tmp_path / "out").exists() and not (tmp_path / "d.npz").exists()
 
 
-
 @pytest.mark.slow  # starts a Dask cluster or real worker processes
-def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, capsys):
+def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, cli, assert_user_error):
     """`ntpbias corpus DIR FILE --executor dask` (an embedded two-worker LocalCluster) prints the same statistics."""
     pytest.importorskip("distributed")
     folder = tmp_path / "docs"
@@ -141,12 +138,12 @@ def test_several_sources_and_dask_sharded_counting_equal_one_process(tmp_path, c
     extra = tmp_path / "extra.txt"
     extra.write_text(TEXT, encoding="utf-8")
     args = ["corpus", folder, extra, "-T", 3, "--max-vocab", 9, "--json", "--quiet"]
-    code, plain, err = _run(args, capsys)
+    code, plain, err = cli(*args)
     assert code == 0, err
-    code, sharded, err = _run([*args, "--executor", "dask", "--workers", 2, "--shards", 3], capsys)
+    code, sharded, err = cli(*args, "--executor", "dask", "--workers", 2, "--shards", 3)
     assert code == 0, err
     a, b = json.loads(plain), json.loads(sharded)
     assert a["documents"] == b["documents"] == 7 and a["source"] == f"{folder} {extra}"
     assert a == b
-    code, _, err = _run(["corpus", extra, "--scheduler", "tcp://127.0.0.1:9", "--quiet"], capsys)
-    assert code == 2 and "cannot reach the Dask scheduler" in err
+    code, _, err = cli("corpus", extra, "--scheduler", "tcp://127.0.0.1:9", "--quiet")
+    assert_user_error(code, err, "cannot reach the Dask scheduler")

@@ -6,7 +6,6 @@ import json
 import pytest
 import torch
 
-from ntpbias.cli import main
 from ntpbias.data.generators import generate_sentences
 from ntpbias.data.sentences import example1
 from ntpbias.data.structure import (
@@ -19,27 +18,25 @@ from ntpbias.data.structure import (
 )
 
 
-def _predict(capsys, *inputs):
+def _predict(cli, *inputs):
     args = ["predict", "--train", "example1", "--steps", "300", "--json"]
     for text in inputs:
         args += ["--input", text]
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    assert exc.value.code == 0, err
+    code, out, err = cli(*args)
+    assert code == 0, err
     return {r["input"]: r for r in json.loads(out)}
 
 
-def test_a_tie_is_reported_with_no_guarantee(capsys):
+def test_a_tie_is_reported_with_no_guarantee(cli):
     """Under query P, S and V are both non-comparable: equal attention, n(S) = V and n(V) = O equally likely."""
-    rec = _predict(capsys, "S V P")["S V P"]
+    rec = _predict(cli, "S V P")["S V P"]
     assert rec["tie"] is True and rec["guarantee"] == "none"
     assert {rec["prediction"], rec["runner_up"]} == {"V", "O"}
     assert rec["probability"] == pytest.approx(rec["runner_up_probability"], rel=1e-9)
 
 
-def test_each_answer_names_the_result_that_fixes_it(capsys):
-    recs = _predict(capsys, "S P", "O S P", "O P", "P")
+def test_each_answer_names_the_result_that_fixes_it(cli):
+    recs = _predict(cli, "S P", "O S P", "O P", "P")
     assert {k: (r["prediction"], r["guarantee"], r["tie"]) for k, r in recs.items()} == {
         "S P": ("V", "Theorem 3", False),  # Example 2: a non-comparable token among non-optimal ones
         "O S P": ("P", "Theorem 3", False),  # the optimal O above the inserted non-comparable S

@@ -4,16 +4,7 @@ import json
 
 import pytest
 
-from ntpbias.cli import main
 from ntpbias.data.sentences import EXAMPLE1_SENTENCES
-
-
-def _run(capsys, *args):
-    """Run the CLI in-process; returns (exit status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def _write(tmp_path, text, name="s.txt"):
@@ -22,10 +13,10 @@ def _write(tmp_path, text, name="s.txt"):
     return path
 
 
-def test_example1_json(run_cli, tmp_path):
-    res = run_cli("structure", "example1", "--json")
-    assert res.returncode == 0, res.stderr
-    rec = json.loads(res.stdout)
+def test_example1_json(cli):
+    code, out, err = cli("structure", "example1", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
     assert rec["collocation"] == {"S": "V", "V": "O", "O": "P", "P": "S"}
     assert rec["queries"]["P"] == {"optimal": ["O"], "non_optimal": ["P"], "non_comparable": ["S", "V"],
                                    "confused": [], "order": [["O", "P"]]}
@@ -35,19 +26,19 @@ def test_example1_json(run_cli, tmp_path):
     assert rec["N"] == 9 and rec["L_max"] == 3 and rec["regeneration"]["reproduces_labels"] is True
 
 
-def test_sentences_file_equals_builtin(capsys, tmp_path):
+def test_sentences_file_equals_builtin(tmp_path, cli):
     path = _write(tmp_path, "\n".join(" ".join(s) for s in EXAMPLE1_SENTENCES) + "\n")
-    code, out, _ = _run(capsys, "structure", path, "--json")
+    code, out, _ = cli("structure", path, "--json")
     assert code == 0
     from_file = json.loads(out)
-    code, out, _ = _run(capsys, "structure", "example1", "--json")
+    code, out, _ = cli("structure", "example1", "--json")
     builtin = json.loads(out)
     for key in ("collocation", "queries", "assumptions", "samples"):
         assert from_file[key] == builtin[key]
 
 
-def test_text_output_and_query(capsys):
-    code, out, _ = _run(capsys, "structure", "example1", "--query", "P")
+def test_text_output_and_query(cli):
+    code, out, _ = cli("structure", "example1", "--query", "P")
     assert code == 0
     assert "collocation (a permutation): S->V, V->O, O->P, P->S" in out
     assert "O>P" in out and "V>S" not in out  # only the order under P
@@ -66,24 +57,23 @@ def test_counterexample_max_margin(run_cli):
     assert q["closed_form"]["a"] == pytest.approx(3 / 5, rel=1e-12, abs=0)
 
 
-def test_inconsistent_labels_report_then_exit_2(run_cli, tmp_path):
+def test_inconsistent_labels_report_then_exit_2(tmp_path, cli, assert_user_error):
     path = _write(tmp_path, "a b c\na b d\nb a\nc d\nd c\n")
-    res = run_cli("structure", path, "--json")
-    assert res.returncode == 2
-    assert res.stderr.startswith("ntpbias: error: ") and res.stderr.count("\n") == 1
-    assert "several labels" in res.stderr and "no longer applicable" in res.stderr
-    rec = json.loads(res.stdout)  # the full report is still printed
+    code, out, err = cli("structure", path, "--json")
+    assert_user_error(code, err, "several labels")
+    assert "no longer applicable" in err
+    rec = json.loads(out)  # the full report is still printed
     assert rec["assumptions"]["realizable"] is False
     offence = rec["assumptions"]["violations"]["realizable"][0]
     assert [s["text"] for s in offence["sentences"]] == ["a b c", "a b d"]
 
 
-def test_confused_dataset(capsys, tmp_path):
+def test_confused_dataset(tmp_path, cli, assert_user_error):
     # under query c: c > b (from "b c -> d") and a > c (from "a b c -> b"), so c is confused
     path = _write(tmp_path, "a b c b\nb c d c\nc d a\nd a\n")
-    code, out, err = _run(capsys, "structure", path)
-    assert code == 2
-    assert "no_confused" in err and "Theorems 1-3" in err
+    code, out, err = cli("structure", path)
+    assert_user_error(code, err, "no_confused")
+    assert "Theorems 1-3" in err
     assert "token 'c' is confused under query 'c'" in out
     assert "sentence 2: b c d c; sentence 1: a b c b" in " ".join(out.split())
 
@@ -94,15 +84,15 @@ def test_confused_dataset(capsys, tmp_path):
     ("S V O P\nV O P\nO P P\nP S V\n", ("--query", "Z"), "'Z' in the query is not in the vocabulary"),
     ("a b c\nb c a\nc a\n", ("--query", "a"), "never the query"),
 ])
-def test_bad_inputs(capsys, tmp_path, content, args, match):
+def test_bad_inputs(tmp_path, content, args, match, cli, assert_user_error):
     path = _write(tmp_path, content)
-    code, out, err = _run(capsys, "structure", path, *args)
-    assert code == 2 and out == ""
-    assert err.startswith("ntpbias: error: ") and match in err and err.count("\n") == 1
+    code, out, err = cli("structure", path, *args)
+    assert_user_error(code, err, match)
+    assert out == ""
 
 
-def test_missing_file_and_directory(capsys, tmp_path):
-    code, _, err = _run(capsys, "structure", tmp_path / "nope.txt")
-    assert code == 2 and "no such file (built-in datasets: example1" in err
-    code, _, err = _run(capsys, "structure", tmp_path)
-    assert code == 2 and "is a directory" in err
+def test_missing_file_and_directory(tmp_path, cli, assert_user_error):
+    code, _, err = cli("structure", tmp_path / "nope.txt")
+    assert_user_error(code, err, "no such file (built-in datasets: example1")
+    code, _, err = cli("structure", tmp_path)
+    assert_user_error(code, err, "is a directory")

@@ -2,7 +2,6 @@
 
 import pytest
 
-from ntpbias.cli import main
 from ntpbias.data.sentences import example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.report.structure import structure_data
@@ -20,17 +19,14 @@ def test_example1_orders_are_the_papers():
 
 
 @pytest.mark.parametrize("name", ["fig1.png", "fig1.svg"])
-def test_structure_plot_writes_the_figure(tmp_path, capsys, name):
+def test_structure_plot_writes_the_figure(tmp_path, cli, name):
     out = tmp_path / name
-    with pytest.raises(SystemExit) as exc:
-        main(["structure", "example1", "--plot", str(out)])
-    assert exc.value.code == 0, capsys.readouterr().err
+    code, _, err = cli("structure", "example1", "--plot", out)
+    assert code == 0, err
     assert out.stat().st_size > 5000
 
 
-def test_structure_plot_refuses_an_unknown_format_before_any_work(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["structure", "example1", "--plot", str(tmp_path / "fig.txt")])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and err.count("\n") == 1 and "give a .png, .svg or .pdf" in err
+def test_structure_plot_refuses_an_unknown_format_before_any_work(tmp_path, cli, assert_user_error):
+    code, _, err = cli("structure", "example1", "--plot", tmp_path / "fig.txt")
+    assert_user_error(code, err, "give a .png, .svg or .pdf")
     assert not (tmp_path / "fig.txt").exists()

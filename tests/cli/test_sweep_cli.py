@@ -11,8 +11,6 @@ import time
 
 import pytest
 
-from ntpbias.cli import main
-
 SWEEP = """
 [base]
 preset = "separability-cover"
@@ -29,13 +27,6 @@ V = [2, 3]
 def _rows(path):
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
-
-
-def _run(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
 
 
 @pytest.mark.slow  # starts a Dask cluster or real worker processes
@@ -75,25 +66,26 @@ def test_killed_sweep_resumes_to_the_same_table(tmp_path, run_cli):
     ("[axes]\nV = [2]", ["--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"], "cannot reach the Dask scheduler"),
     ("[axes]\nV = [2]", ["--set", "trials=0"], "trials >= 1"),
 ])
-def test_bad_input_exits_2_with_one_line(tmp_path, capsys, body, extra, message):
+def test_bad_input_exits_2_with_one_line(tmp_path, body, extra, message, cli, assert_user_error):
     sweep = tmp_path / "s.toml"
     sweep.write_text("[base]\npreset = \"separability-cover\"\n[base.set]\nm = 8\ntrials = 2\n" + body + "\n")
-    code, out, err = _run(["sweep", sweep, "--out", tmp_path / "out", *extra], capsys)
-    assert code == 2 and err.startswith("ntpbias: error: ") and err.count("\n") == 1 and message in err
-    assert "Traceback" not in err and not (tmp_path / "out" / "results.csv").exists()
+    code, out, err = cli("sweep", sweep, "--out", tmp_path / "out", *extra)
+    assert_user_error(code, err, message)
+    assert not (tmp_path / "out" / "results.csv").exists()
 
 
-def test_missing_sweep_file_and_dry_run(tmp_path, capsys):
-    code, _, err = _run(["sweep", tmp_path / "nope.toml", "--out", tmp_path / "o"], capsys)
-    assert code == 2 and "no such sweep file" in err
+def test_missing_sweep_file_and_dry_run(tmp_path, cli, assert_user_error):
+    code, _, err = cli("sweep", tmp_path / "nope.toml", "--out", tmp_path / "o")
+    assert_user_error(code, err, "no such sweep file")
     sweep = tmp_path / "s.toml"
     sweep.write_text(SWEEP)
-    code, out, _ = _run(["sweep", sweep, "--out", tmp_path / "o", "--dry-run"], capsys)
+    code, out, _ = cli("sweep", sweep, "--out", tmp_path / "o", "--dry-run")
     assert code == 0 and out.startswith("6 cells of preset separability-cover (quick)")
     assert "cells/seed=2_V=3" in out and not (tmp_path / "o").exists()
 
 
-def test_failed_cells_exit_1_and_are_retried_on_request(tmp_path, capsys):
+@pytest.mark.slow
+def test_failed_cells_exit_1_and_are_retried_on_request(tmp_path, cli):
     """A cell whose data file is missing fails at run time (in the worker), the others complete."""
     import torch
 
@@ -113,15 +105,15 @@ data.path = ["{tmp_path / 'a.npz'}", "{tmp_path / 'missing.npz'}"]
 [run]
 executor = "inprocess"
 """)
-    code, out, err = _run(["sweep", sweep, "--out", tmp_path / "out"], capsys)
+    code, out, err = cli("sweep", sweep, "--out", tmp_path / "out")
     assert code == 1 and "1 cell(s) failed" in err and "--retry-failed" in err
     rows = {r["data.path"]: r for r in _rows(tmp_path / "out" / "results.csv")}
     bad = rows[str(tmp_path / "missing.npz")]
     assert bad["status"] == "failed" and "DataError" in bad["error"] and "missing.npz" in bad["error"]
     assert rows[str(tmp_path / "a.npz")]["status"] == "completed"
     NTPData.from_arrays(torch.eye(3), [[0.5, 0.5, 0, 0], [0, 1, 0, 0], [0, 0, 0.5, 0.5]]).save(tmp_path / "missing.npz")
-    code, _, _ = _run(["sweep", sweep, "--out", tmp_path / "out"], capsys)
+    code, _, _ = cli("sweep", sweep, "--out", tmp_path / "out")
     assert code == 1  # not retried without the flag
-    code, out, err = _run(["sweep", sweep, "--out", tmp_path / "out", "--retry-failed"], capsys)
+    code, out, err = cli("sweep", sweep, "--out", tmp_path / "out", "--retry-failed")
     assert code == 0, err
     assert all(r["status"] == "completed" for r in _rows(tmp_path / "out" / "results.csv"))

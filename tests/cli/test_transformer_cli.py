@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from ntpbias.api import save_run
-from ntpbias.cli import main
 from ntpbias.experiments import transformer as ex
 from ntpbias.experiments.base import RunContext
 from ntpbias.results import read_metrics_csv
@@ -19,30 +18,13 @@ from ntpbias.results import read_metrics_csv
 CHECK_KEYS = {"name", "claim", "measured", "threshold", "passed"}
 
 
-def _summary(out):
-    return json.loads((out / "summary.json").read_text())
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """``ntpbias ARGS`` in-process: returns (exit status, stdout, stderr)."""
-    monkeypatch.chdir(tmp_path)
-
-    def _run(*args):
-        with pytest.raises(SystemExit) as exc:
-            main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return exc.value.code, out, err
-
-    return _run
-
-
-def test_reproduce_example2_quick_scale(run_cli, tmp_path):
+@pytest.mark.slow
+def test_reproduce_example2_quick_scale(run_cli, tmp_path, report_matches_summary):
     """The Example-1/2 figure at its real (quick) scale: every check passes, including the spec's reference values."""
     out = tmp_path / "ex2"
     res = run_cli("reproduce", "transformer-example2", "--out", out, "--quiet")
     assert res.returncode == 0, res.stderr
-    summary = _summary(out)
+    summary = report_matches_summary(out)
     names = {c["name"] for c in summary["checks"]}
     assert {"example 1: cos reference", "example 1: norm reference", "example 2: predictions"} <= names
     failed = [c["name"] for c in summary["checks"] if not c["passed"]]
@@ -55,7 +37,7 @@ def test_reproduce_example2_quick_scale(run_cli, tmp_path):
     assert [(r[0], r[2]) for r in table["rows"]] == [("S P", "V"), ("O S P", "P"), ("V P", "O")]
 
 
-def test_reproduce_group_tiny_scale(tmp_path, monkeypatch):
+def test_reproduce_group_tiny_scale(tmp_path, monkeypatch, report_matches_summary):
     """Every figure and table of the group at a tiny scale with 2 seeds (the checks are present; passing them
     needs the real scale)."""
     from ntpbias.experiments.transformer import group
@@ -71,7 +53,7 @@ def test_reproduce_group_tiny_scale(tmp_path, monkeypatch):
     assert {f.id for f in section.figures} == set(ex.FIGURES) - {"transformer-generalization"}
     for fig in section.figures:
         assert (tmp_path / fig.png).is_file() and (tmp_path / fig.svg).is_file()
-    summary = _summary(tmp_path)
+    summary = report_matches_summary(tmp_path)
     names = {c["name"] for c in summary["checks"]}
     for expected in ("fig2: stage 1 direction exact", "fig2: Lemma 6 norm bounds", "fig2: Theorem 2 attention bound",
                      "fig2: Proposition 2 vs QP", "generalization: extended order O > M > N",
@@ -91,16 +73,16 @@ def test_reproduce_group_tiny_scale(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_reproduce_transformer_quick_scale_passes(run_cli, tmp_path):
+def test_reproduce_transformer_quick_scale_passes(run_cli, tmp_path, report_matches_summary):
     """`ntpbias reproduce transformer` (Fig. 2, generalization, ablations) at the quick scale: every check passes."""
     res = run_cli("reproduce", "transformer", "--out", tmp_path / "r", "--quiet")
     assert res.returncode == 0, res.stderr
-    summary = _summary(tmp_path / "r")
+    summary = report_matches_summary(tmp_path / "r")
     assert [c["name"] for c in summary["checks"] if not c["passed"]] == []
     assert len(summary["checks"]) > 50
 
 
-def test_train_preset_tiny_and_config_rerun(cli, tmp_path):
+def test_train_preset_tiny_and_config_rerun(cli, tmp_path, report_matches_summary):
     a, b = tmp_path / "a", tmp_path / "b"
     code, _, err = cli("train", "--preset", "transformer-fig2", "--set", "data.V=6", "--set", "train.steps=30",
                        "--out", a, "--quiet")
@@ -108,7 +90,13 @@ def test_train_preset_tiny_and_config_rerun(cli, tmp_path):
     for f in ("config.toml", "metrics.csv", "summary.json", "report.html", "figures/training.png",
               "figures/stage2.png", "data/seed0.npz", "data/seed0.txt", "data/constants.json"):
         assert (a / f).is_file(), f
-    assert {c["name"] for c in _summary(a)["checks"]} >= {"train: Lemma 6 norm bounds", "train: stage 1 norm exact"}
+    summary = report_matches_summary(a)
+    assert {c["name"] for c in summary["checks"]} >= {"train: Lemma 6 norm bounds", "train: stage 1 norm exact"}
+    rows = read_metrics_csv(a / "metrics.csv")  # --set steps1=30 steps2=30: each stage ran and logged 30 steps
+    assert {r["run"] for r in rows} == {"stage1", "stage2"} and {r["seed"] for r in rows} == {0}
+    for stage in ("stage1", "stage2"):
+        steps = [r["step"] for r in rows if r["run"] == stage]
+        assert steps[0] == 0 and steps[-1] == 30 and steps == sorted(set(steps))
     code, _, err = cli("train", a / "config.toml", "--out", b, "--quiet")
     assert code == 0, err
     assert (a / "metrics.csv").read_text() == (b / "metrics.csv").read_text()
@@ -122,21 +110,20 @@ def test_train_joint_preset_tiny(cli, tmp_path):
     assert {r["run"] for r in rows} == {"joint"} and max(r["step"] for r in rows) == 40
 
 
-def test_train_refuses_violating_data_unless_allowed(cli, tmp_path):
+def test_train_refuses_violating_data_unless_allowed(cli, tmp_path, report_matches_summary, assert_user_error):
     path = tmp_path / "bad.txt"
     path.write_text("a b c\na b d\nb c\nc d\nd a\n")
     out = tmp_path / "run"
     args = ("train", "--preset", "transformer-fig2", "--set", "data.source=file", "--set", f"data.path={path}",
             "--set", "stage1.steps=20", "--set", "stage2.steps=20", "--out", out, "--quiet")
     code, _, err = cli(*args)
-    assert code == 2
+    assert_user_error(code, err, "realizable")
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:")
     assert "realizable" in lines[0] and "Theorems 1-3" in lines[0] and "allow_violations" in lines[0]
     assert not (out / "summary.json").exists()
     code, _, err = cli(*args, "--set", "data.allow_violations=true")
     assert code == 0, err
-    summary = _summary(out)
+    summary = report_matches_summary(out)
     assert any("realizable" in n for n in summary["sections"][0]["notes"])
     assert any("skipped" in n for n in summary["sections"][0]["notes"])
 
@@ -167,14 +154,12 @@ def test_predict_table_on_a_sentences_file(cli, tmp_path):
     ("S V O P\nV O P\nO P P\nP S V\n", ("S X",), "token 'X'"),
     ("S V O P\nV O P\nO P P\nP S V\n", (" ",), "is empty"),
 ])
-def test_predict_bad_inputs(cli, tmp_path, content, inputs, phrase):
+def test_predict_bad_inputs(cli, tmp_path, content, inputs, phrase, assert_user_error):
     path = tmp_path / "train.txt"
     path.write_text(content)
     args = [x for i in inputs for x in ("--input", i)]
     code, out, err = cli("predict", "--train", path, *args)
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ntpbias: error:") and phrase in lines[0], err
+    assert_user_error(code, err, phrase)
     assert out == ""
 
 

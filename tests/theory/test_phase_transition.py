@@ -126,16 +126,13 @@ def test_reproduce_group_at_smoke_scale(tmp_path):
     assert (tmp_path / "report.html").exists() and (tmp_path / "summary.json").exists()
 
 
-def test_train_command_runs_one_configuration(tmp_path, capsys):
+def test_train_command_runs_one_configuration(tmp_path, cli):
     import json
 
-    from ntpbias.cli import main
-
-    with pytest.raises(SystemExit) as info:
-        main(["train", "--preset", "separability-ntp", "--set", "m=10", "--set", "trials=8", "--out", str(tmp_path),
-              "--json", "--quiet"])
-    assert info.value.code == 0
-    summary = json.loads(capsys.readouterr().out)
+    code, out, err = cli("train", "--preset", "separability-ntp", "--set", "m=10", "--set", "trials=8",
+                         "--out", tmp_path, "--json", "--quiet")
+    assert code == 0, err
+    summary = json.loads(out)
     rows = read_trials(tmp_path / "trials.csv")
     assert len(rows) == 8 and summary["final"]["lp_solves"] == sum(r["solves"] for r in rows)
     assert summary["final"]["threshold"] == float(np.median([r["d_sep"] / 10 for r in rows]))

@@ -260,6 +260,7 @@ def test_sharded_wordpiece_vocabulary_order_and_errors(tmp_path):
         assert str(sharded.value) == str(single.value)
 
 
+@pytest.mark.slow
 def test_sharded_counting_through_an_executor(tmp_path):
     from ntpbias.parallel import map_values
 

@@ -173,6 +173,7 @@ def test_sweep_results_table_report_and_aggregate(tmp_path):
     assert not (out / ".sweep.lock").exists()
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path):
     spec = load_sweep(_write(tmp_path, SWEEP.format(executor="inprocess", seeds=2)))
     out = tmp_path / "out"
@@ -197,6 +198,7 @@ def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path):
     assert run_sweep(spec, out).ran == 0  # everything done
 
 
+@pytest.mark.slow
 def test_failed_cells_are_recorded_and_retried_on_request(tmp_path, monkeypatch):
     spec = load_sweep(_write(tmp_path, SWEEP.format(executor="inprocess", seeds=2)))
     real = sepmod.runs.critical_dimensions
