@@ -30,7 +30,10 @@ def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli, report_matc
     for check in summary["checks"]:
         assert set(check) >= {"name", "claim", "measured", "threshold", "passed"}
     rows = read_metrics_csv(out / "metrics.csv")
-    assert {r["run"] for r in rows} == {"2d-gd", "fig4-gd", "fig5-ngd", "fig5-adam"}
+    runs = {r["run"] for r in rows}
+    assert {"2d-gd", "fig4-gd", "fig5-ngd", "fig5-adam"} <= runs
+    assert {r for r in runs if r.startswith("spread-")} == {f"spread-{o}-{s}" for o in ("gd", "ngd", "adam")
+                                                             for s in (100, 101)}  # two fresh datasets at smoke
     assert {r["seed"] for r in rows} == {0, 1}
     configs = tomllib.loads((out / "config.toml").read_text())
     assert configs["fig5-adam"]["optimizer"]["name"] == "adam" and configs["fig4-gd"]["seeds"] == 2
