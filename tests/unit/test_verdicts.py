@@ -82,3 +82,20 @@ def test_the_2d_example_satisfies_every_statement_of_figure_1_and_the_symmetric_
     assert set(faithful.values()) == {"pass"} and len(faithful) == 8
     assert symmetric["2D: wider cone, larger norm"] == "fail" and symmetric["2D: entropy"] == "fail"
     assert TWO_D.data.build().entropy == pytest.approx(0.8811, abs=5e-5)
+
+
+def test_paper_c_checks_say_what_they_prove(tmp_path):
+    """Paper C's vacuous bounds are shown, never counted; every check has a kind and a threshold source; Lemma 5's
+    floor is checked per sample; Theorem 2's t-condition decides whether its checks can pass or only be consistent."""
+    import ntpbias as nb
+
+    run = nb.train("transformer-example1", out=tmp_path / "ex1", set={"train.steps": 60})
+    by_name = {c.name: c for c in run.checks}
+    assert all(c.threshold_source for c in run.checks)
+    assert by_name["train: Prop. 1 cosine bound (vacuous)"].verdict == "shown"
+    assert by_name["train: Theorem 1 cosine bound (vacuous)"].verdict == "shown"
+    floor = by_name["train: Lemma 5 attention floor"]
+    assert "every sample" in floor.claim and floor.kind == "theorem"
+    thm2 = by_name["train: Theorem 2 attention bound"]
+    assert thm2.premise_met is False and thm2.verdict in ("consistent", "inconsistent")  # t-condition unmet at t=60
+    assert run.summary["tally"]["vacuous_shown"] >= 2
