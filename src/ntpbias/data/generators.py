@@ -31,7 +31,8 @@ def _check_generated(samples: NTPSamples) -> NTPSamples:
 
 def generate_sentences(V: int = 20, *, L_max: int = 8, r_max: int = 1, seed: int = 0,
                        derangement: bool = True, max_tries: int = 1000) -> NTPSamples:
-    """Random prefix-closed realizable dataset, generator "sentences" of spec §2.9.1 (the default of Sec. 7).
+    """Random prefix-closed realizable dataset, generator "sentences" of docs/paper-c-transformer.md#objects (the
+    default of Sec. 7).
 
     One maximal sentence per start token (in random order), each continued greedily: the label of a prefix X
     with query q is n(u) for a uniformly chosen candidate u that keeps every order free of confused tokens
@@ -43,8 +44,8 @@ def generate_sentences(V: int = 20, *, L_max: int = 8, r_max: int = 1, seed: int
     Parameters
     ----------
     V : vocabulary size |V| (>= 2). L_max : longest input length (>= 1). r_max : largest sentence multiplicity.
-    seed : drives every random choice. derangement : collocation without fixed points (spec A11).
-    max_tries : redraws allowed before giving up (a :class:`ConfigError`).
+    seed : drives every random choice. derangement : collocation without fixed points
+    (docs/paper-c-transformer.md#decisions). max_tries : redraws allowed before giving up (a :class:`ConfigError`).
 
     Examples
     --------
@@ -94,7 +95,8 @@ def generate_sentences(V: int = 20, *, L_max: int = 8, r_max: int = 1, seed: int
 
 def generate_samples(V: int = 20, *, p_self: float = 0.5, k_max: int = 3, m_max: int = 5, r_max: int = 4,
                      seed: int = 0, derangement: bool = True) -> NTPSamples:
-    """Random realizable dataset from a collocation and intended orders, generator "samples" of spec §2.9.2.
+    """Random realizable dataset from a collocation and intended orders, generator "samples" of
+    docs/paper-c-transformer.md#objects.
 
     Not prefix-closed. For each query q: with probability ``p_self`` the query is the optimal token
     (O_q = {q}, N_q = m tokens != q), else O_q = k tokens != q and N_q = {q} plus m - 1 further tokens

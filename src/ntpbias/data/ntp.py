@@ -1,4 +1,4 @@
-"""The NTP training set in distinct-context form (spec linear_ntp.md §1.2).
+"""The NTP training set in distinct-context form (docs/paper-a-linear-ntp.md#objects).
 
 A next-token-prediction training set of n (context, next token) samples is summarized by its m distinct
 contexts: embeddings ``H`` (row j = h̄_j), context probabilities ``pi`` (π̂_j), and next-token distributions

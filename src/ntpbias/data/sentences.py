@@ -1,15 +1,15 @@
 """Training sentences of the transformer paper (004) as distinct samples with frequencies.
 
-Sentences file format (DESIGN.md §2): one training sentence per line, whitespace-separated tokens, blank lines
-ignored. Every prefix [x_1..x_l] (1 <= l < L) of a sentence [x_1..x_L] is a training sample whose label is the
+Sentences file format (the README's "File formats"): one training sentence per line, whitespace-separated tokens, blank
+lines ignored. Every prefix [x_1..x_l] (1 <= l < L) of a sentence [x_1..x_L] is a training sample whose label is the
 next token x_{l+1} (prefix closure, Sec. 3). The multiset D_0 of samples is summarized by its distinct
 (input, label) pairs with multiplicities; π^(n) = multiplicity / |D_0| (eq. 1). Under realizability every
 distinct input has one label; inputs with two labels are kept (the loss stays well defined) and reported by the
 structure checker (:mod:`ntpbias.data.structure`).
 
 Also here: Example 1 (Sec. 4.1), the Example-2 generalization inputs (Sec. 6), the Proposition-2
-counterexample (spec transformer_ntp.md §3.7), and the two random realizable-dataset generators of spec §2.9.
-Token ids are 0-based; the vocabulary is in order of first appearance unless given.
+counterexample (docs/paper-c-transformer.md#objects), and the two random realizable-dataset generators of
+docs/paper-c-transformer.md#objects. Token ids are 0-based; the vocabulary is in order of first appearance unless given.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class NTPSamples:
 
     @property
     def L_max(self) -> int:
-        """Longest input length (A9 of the spec: L_max := max_n L^(n) in every bound)."""
+        """Longest input length (decision C-D4: L_max := max_n L^(n) in every bound)."""
         return self.X.shape[1]
 
     @property
@@ -305,7 +305,8 @@ def _preview(items, k: int = 8) -> str:
 #: Example 1 (Sec. 4.1): tokens S, V, O, P (ids 0..3) and the sentences SVOP, VOP, OPP, PSV.
 EXAMPLE1_SENTENCES = (("S", "V", "O", "P"), ("V", "O", "P"), ("O", "P", "P"), ("P", "S", "V"))
 
-#: Example 2 (Sec. 6, spec §2.8): unseen inputs after training on Example 1 and the token Theorem 3 predicts.
+#: Example 2 (Sec. 6, docs/paper-c-transformer.md#objects): unseen inputs after training on Example 1 and the token
+#: Theorem 3 predicts.
 EXAMPLE2_INPUTS = ((("S", "P"), "V"), (("O", "S", "P"), "P"), (("V", "P"), "O"))
 
 
@@ -326,7 +327,8 @@ def example2_inputs() -> NTPSamples:
 
 
 def prop2_counterexample() -> NTPSamples:
-    """The 5-token dataset where Proposition 2's closed form is not the QP solution (spec §3.7).
+    """The 5-token dataset where Proposition 2's closed form is not the QP solution
+    (docs/paper-c-transformer.md#objects).
 
     n = a->b, b->c, c->d, d->q, q->a; samples: the five one-token samples, [a,b,c,q] -> b, [d,q] -> q (π = 1/7).
     Under query q: O = {a, d}, N = {b, c, q}; the QP column is (2/3, -1/3, -1/3, 1/2, -1/2), Prop. 2's

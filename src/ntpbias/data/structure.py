@@ -1,4 +1,4 @@
-"""Dataset structure of the transformer paper (004, Sec. 4.1; spec transformer_ntp.md §2).
+"""Dataset structure of the transformer paper (004, Sec. 4.1; docs/paper-c-transformer.md#objects).
 
 From distinct samples (:class:`~ntpbias.data.sentences.NTPSamples`) this module extracts
 
@@ -96,7 +96,7 @@ class Check:
 
 @dataclass(frozen=True, eq=False)
 class Collocation:
-    """The collocation {(x, n(x))} read from the one-token samples (spec §2.1).
+    """The collocation {(x, n(x))} read from the one-token samples (docs/paper-c-transformer.md#objects).
 
     Attributes
     ----------
@@ -133,7 +133,7 @@ class Collocation:
 
     @property
     def fixed_points(self) -> tuple[int, ...]:
-        """Tokens with n(x) = x (allowed by the paper, spec A11)."""
+        """Tokens with n(x) = x (allowed by the paper, docs/paper-c-transformer.md#decisions)."""
         n = self.next_token
         return tuple(torch.nonzero(n == torch.arange(n.numel()))[:, 0].tolist())
 
@@ -453,7 +453,8 @@ def orthonormality_residual(E) -> float:
 
 # ---------------------------------------------------------------------------------------------- regeneration
 def regenerate_labels(structure: DatasetStructure, X: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Labels given by the collocation and the orders (Sec. 4.1, spec §2.5); -1 where the rule is undefined.
+    """Labels given by the collocation and the orders (Sec. 4.1, docs/paper-c-transformer.md#objects); -1 where the rule
+    is undefined.
 
     [x] -> n(x); a longer input X with query q -> n(u) where u is the token of X that is >_q every other
     distinct token of X (u itself if X has one distinct token). Undefined when no such token exists (e.g.

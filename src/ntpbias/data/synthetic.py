@@ -1,4 +1,4 @@
-"""The papers' synthetic data generators (linear NTP: spec linear_ntp.md §8).
+"""The papers' synthetic data generators (linear NTP: docs/paper-a-linear-ntp.md#experiments-and-figures).
 
 All generators take one ``seed`` that drives every random choice.
 """
@@ -20,7 +20,8 @@ def random_ntp(m: int = 50, d: int = 60, V: int = 10, support_size: int = 6, *, 
 
     h̄_j ~ N(0, embedding_scale² I_d) i.i.d.; S_j a uniform random ``support_size``-subset of [V];
     p̂_j|S_j ~ Dirichlet(dirichlet · 1); π̂ uniform (``pi="uniform"``) or Dirichlet(1) (``pi="dirichlet"``).
-    With the defaults E[H] = H_6 - 1 ≈ 1.450 nats, matching the paper's H ≈ 1.445 (spec §8.2).
+    With the defaults E[H] = H_6 - 1 ≈ 1.450 nats, matching the paper's H ≈ 1.445
+    (docs/paper-a-linear-ntp.md#experiments-and-figures).
 
     Examples
     --------
@@ -49,12 +50,14 @@ def random_ntp(m: int = 50, d: int = 60, V: int = 10, support_size: int = 6, *, 
                                vocab=[str(v + 1) for v in range(V)])
 
 
-#: Supports of the 2D example (1-based tokens, spec §8.1): A = {2,3,4}, B = {1,2,5}, C = {1,4,5}.
+#: Supports of the 2D example (1-based tokens, docs/paper-a-linear-ntp.md#experiments-and-figures): A = {2,3,4}, B =
+#: {1,2,5}, C = {1,4,5}.
 TWO_D_SUPPORTS = ((2, 3, 4), (1, 2, 5), (1, 4, 5))
 
 
 def two_d_example(*, seed: int = 0, angles_deg=(90.0, 210.0, 330.0), dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
-    """The 2D example of Figs. 1-2 of paper A (d=2, m=3, V=5, |S_j|=3), as reconstructed in spec §8.1.
+    """The 2D example of Figs. 1-2 of paper A (d=2, m=3, V=5, |S_j|=3), as reconstructed in
+    docs/paper-a-linear-ntp.md#experiments-and-figures.
 
     Contexts A, B, C have unit-norm embeddings at ``angles_deg`` and the supports of :data:`TWO_D_SUPPORTS`;
     in-support probabilities are Dirichlet(1) draws ("assigned randomly", seeded), π̂ uniform.

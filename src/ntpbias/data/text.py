@@ -192,7 +192,7 @@ class PreprocessConfig:
     min_count : int
         Purge tokens seen fewer than this many times in the dataset (50 in the paper; 0 or 1 keeps all).
     max_length : int
-        Keep the first ``max_length`` tokens of each sequence; 0 = no cap (the spec's recommendation; set 512,
+        Keep the first ``max_length`` tokens of each sequence; 0 = no cap (the default; set 512,
         BERT's length, for the two-layer model's T x T attention).
     drop_empty : bool
         Drop sequences left empty (counted in the report); False makes an empty sequence an error.

@@ -1,12 +1,12 @@
-"""Labelled token sequences (the attention paper's classification data, spec attention_embeddings.md §1, §5).
+"""Labelled token sequences (the attention paper's classification data, docs/paper-b-attention.md#objects, §5).
 
 A dataset of n sequences over a vocabulary of |S| tokens, padded to a common length T, with labels ±1
 (:class:`TokenSequences`); the token statistics of paper B computed on any such dataset (average signed
 frequency α_s of eq. (3), posterior difference PD(s) of eq. (18), the token types of Definition 3.1, the
 relevant token of each sequence under Assumption 1: :func:`token_statistics`, :func:`relevant_tokens`); and
-the paper's two synthetic generators (Assumption-1 data, spec §5.1: :func:`sample_assumption1`; the K-level
-model of eqs. (14)-(16) with the corrected law, spec §5.2 and §9.1-9.3: :class:`KLevelLaw`,
-:func:`sample_k_level`). Every generator takes one ``seed`` that drives every random choice.
+the paper's two synthetic generators (Assumption-1 data, docs/paper-b-attention.md#setting: :func:`sample_assumption1`;
+the K-level model of eqs. (14)-(16) with the corrected law, docs/paper-b-attention.md#setting and §9.1-9.3:
+:class:`KLevelLaw`, :func:`sample_k_level`). Every generator takes one ``seed`` that drives every random choice.
 """
 
 from __future__ import annotations
@@ -149,14 +149,16 @@ class TokenStatistics:
 
     Counts are over real (non-padding) positions, each occurrence counted (a token repeated in a sequence
     counts as often as it appears). Types are defined on *present* tokens only (count > 0): a vocabulary
-    entry that never occurs has α = 0 but is not called irrelevant (it gets no gradient, spec §1.1).
+    entry that never occurs has α = 0 but is not called irrelevant (it gets no gradient,
+    docs/paper-b-attention.md#objects).
 
     Attributes
     ----------
     count_pos, count_neg : LongTensor (|S|,)
         Occurrences in sequences labelled +1 and -1.
     total_tokens : int
-        Number of real tokens in the dataset (nT for fixed length; spec §9.18 for variable length).
+        Number of real tokens in the dataset (nT for fixed length; docs/paper-b-attention.md#decisions for variable
+        length).
 
     Examples
     --------
@@ -249,8 +251,8 @@ def token_statistics(ds: TokenSequences) -> TokenStatistics:
 def relevant_tokens(ds: TokenSequences, stats: TokenStatistics | None = None) -> torch.Tensor:
     """The relevant token s_*^X of every sequence under Assumption 1; DataError if the data violate it.
 
-    Assumption 1 (spec §4.6, decision §9.6): every sequence has exactly one position holding a completely
-    positive or completely negative token, and every other real position holds an irrelevant token (α = 0).
+    Assumption 1 (docs/paper-b-attention.md#objects, decision §9.6): every sequence has exactly one position holding a
+    completely positive or completely negative token, and every other real position holds an irrelevant token (α = 0).
 
     Parameters
     ----------
@@ -291,7 +293,8 @@ def relevant_tokens(ds: TokenSequences, stats: TokenStatistics | None = None) ->
 
 def sample_assumption1(n: int = 16, T: int = 6, n_pos: int = 4, n_neg: int = 4, n_irr: int = 12, *, seed: int = 0,
                        round_robin: bool = True) -> TokenSequences:
-    """Assumption-1 data with α = 0 exactly on irrelevant tokens (spec §5.1; defaults = the "A1-base" setup).
+    """Assumption-1 data with α = 0 exactly on irrelevant tokens (docs/paper-b-attention.md#setting; defaults = the
+    "A1-base" setup).
 
     Token ids: ``[0, n_pos)`` completely positive, ``[n_pos, n_pos + n_neg)`` completely negative, the remaining
     ``n_irr`` irrelevant. For each of the n/2 pairs k a multiset of T - 1 irrelevant tokens is drawn uniformly
@@ -339,8 +342,9 @@ def sample_assumption1(n: int = 16, T: int = 6, n_pos: int = 4, n_neg: int = 4, 
 def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -> tuple[int, ...]:
     """Level sizes |S_k^{±1}| = offset + 2^(k - exponent_shift), k = 1..K.
 
-    The default ``4 + 2^k`` reproduces the paper's totals (|S| = 2048 with |S~| = 964, spec §9.2); the formula
-    printed in the paper, ``4 + 2^(k-1)``, is ``exponent_shift=1`` (|S| = 1538).
+    The default ``4 + 2^k`` reproduces the paper's totals (|S| = 2048 with |S~| = 964,
+    docs/paper-b-attention.md#decisions); the formula printed in the paper, ``4 + 2^(k-1)``, is ``exponent_shift=1``
+    (|S| = 1538).
 
     >>> power_level_sizes(8)
     (6, 8, 12, 20, 36, 68, 132, 260)
@@ -352,7 +356,8 @@ def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -
 
 @dataclass(frozen=True)
 class KLevelLaw:
-    """The K-level token law of eqs. (14)-(15) with the corrected opposite-polarity case (spec §5.2, §9.1).
+    """The K-level token law of eqs. (14)-(15) with the corrected opposite-polarity case
+    (docs/paper-b-attention.md#setting, §9.1).
 
     Given the label y, each of the T tokens of a sequence is drawn i.i.d. from
 
@@ -361,7 +366,8 @@ class KLevelLaw:
                  δ~ δ_k / N              for s ∈ S_k^{-y}   (the paper prints δ_k/N: a typo, it does not sum to 1),
 
     with N = Σ_k |S_k^{±1}|. With equal class priors the posterior is eq. (16): p(y|s) = 1/2 on S~, 1 - δ_k on
-    S_k^y, δ_k on S_k^{-y}. Defaults are the paper's Figure-2 values (level sizes 4 + 2^k, spec §9.2).
+    S_k^y, δ_k on S_k^{-y}. Defaults are the paper's Figure-2 values (level sizes 4 + 2^k,
+    docs/paper-b-attention.md#decisions).
 
     Token ids: ``[0, |S~|)`` irrelevant, then the positive levels S_1^{+1}, ..., S_K^{+1} in order, then the
     negative levels S_1^{-1}, ..., S_K^{-1} (token ``t + N`` is the negative twin of positive token ``t``).
@@ -457,8 +463,8 @@ def sample_k_level(law: KLevelLaw | None = None, *, n: int = 4096, T: int = 256,
     law : KLevelLaw, optional
         Defaults to the paper's hyperparameters (|S| = 2048, K = 8, δ~ = 0.05, the eight δ_k).
     n : int
-        Number of sequences. The paper does not give it (spec §9.3); the default 4096 is the spec's
-        CPU-feasible choice (N15, N17).
+        Number of sequences. The paper does not give it (docs/paper-b-attention.md#decisions); the default 4096 is the
+        CPU-feasible choice of decision B-D1.
     T : int
         Sequence length (paper: 256).
     positive_fraction : float

@@ -4,7 +4,8 @@ Model (1): f(X; p, E) = Σ_i q_i E_{x_i}^T v with q = softmax over the real posi
 L = Ê log(1 + exp(-y f)). Everything here is closed form on tensors ``E: (|S|, d)``, ``p: (d,)``, ``v: (d,)`` and a
 :class:`~ntpbias.data.tokens.TokenSequences` (padding masked out of every softmax); it runs on the device of E.
 
-* Loss and gradients in the stable weight form (Lemma A.1, spec §2.2 and §8 notes): :func:`readout`,
+* Loss and gradients in the stable weight form (Lemma A.1, docs/paper-b-attention.md#objects and §8 notes):
+:func:`readout`,
   :func:`loss_and_gradients`, :func:`loss_and_grad_p`.
 * Stage 1 (eq. (4), Lemma 4.1): :func:`theory_init`, :func:`gd_step`, :func:`stage_one` -> :class:`StageOne`
   (error norms, the bound 11 η₀ d^{-1/4}, correlation and slope of <E¹_s - E⁰_s, v> against α_s);
@@ -44,8 +45,9 @@ def _readout(z: torch.Tensor, u: torch.Tensor, ds: TokenSequences):
     """Attention q (n, T), stable weights w (n, T) and output f (n,) from token scores z = E p, u = E v.
 
     f is evaluated relative to r = u at the most attended position, and w_i = q_i (u_i - f) as
-    q_i ((u_i - r) - Σ_j q_j (u_j - r)): at that position this is exactly q_i Σ_j q_j (u_i - u_j) (spec §8),
-    free of the cancellation of u_i - f once q_i ≈ 1. Padded positions get q = w = 0.
+    q_i ((u_i - r) - Σ_j q_j (u_j - r)): at that position this is exactly q_i Σ_j q_j (u_i - u_j)
+    (docs/paper-b-attention.md#theory-checks), free of the cancellation of u_i - f once q_i ≈ 1. Padded positions get q
+    = w = 0.
     """
     a = z[ds.X].masked_fill(~ds.mask, -math.inf)
     q, centered, f = readout_terms(a, u[ds.X])
@@ -93,7 +95,8 @@ class AttentionGradients:
 
 
 def loss_and_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, ds: TokenSequences) -> AttentionGradients:
-    """Loss (2) and the closed-form gradients of Lemma A.1 in the stable form of spec §2.2, no autograd.
+    """Loss (2) and the closed-form gradients of Lemma A.1 in the stable form of docs/paper-b-attention.md#objects, no
+    autograd.
 
     With w_{k,i} = q_{k,i} Σ_j q_{k,j} (u_{k,i} - u_{k,j}), u = E v, g_k = 1/(1 + exp(y_k f_k)) and
     c_{k,i} = y_k g_k w_{k,i} / n:
@@ -196,7 +199,8 @@ class StageOne:
         return float((xc * (y - y.mean())).sum() / (xc * xc).sum()) / (0.5 * self.eta0)
 
     def predicted_margins(self, ds: TokenSequences) -> torch.Tensor:
-        """(n,) leading-order y f(X; E¹, p¹) ≈ (η₀/2) y · mean_i α_{x_i} (Lemma B.2, spec §8 N4)."""
+        """(n,) leading-order y f(X; E¹, p¹) ≈ (η₀/2) y · mean_i α_{x_i} (Lemma B.2,
+        docs/paper-b-attention.md#theory-checks)."""
         ds = ds.to(self.alpha.device)
         a = torch.where(ds.mask, self.alpha[ds.X], 0.0).sum(1) / ds.lengths
         return 0.5 * self.eta0 * ds.y * a

@@ -141,7 +141,7 @@ class LogitGaps:
 
 @dataclass(frozen=True, eq=False)
 class NTPConstraints:
-    """The reduced (anchor) form of the NTP conditions (spec linear_ntp.md §2.1, §2.4, §3.2).
+    """The reduced (anchor) form of the NTP conditions (docs/paper-a-linear-ntp.md#objects, §2.4, §3.2).
 
     For each context j fix the anchor z_j = the smallest token of S_j. Then
 

@@ -5,7 +5,7 @@ The program (P) of :mod:`ntpbias.geometry.svm`,
     minimize ½||W||²  subject to  A_in(W) >= 1,  A_eq(W) = 0,
 
 has the dual (D): maximize Σλ - ½||A_in^T λ + A_eq^T μ||² over λ >= 0 and free μ, with W = A_in^T λ + A_eq^T μ
-at the optimum (spec linear_ntp.md §3.2; dependencies.md, appendix). Both constraint maps are
+at the optimum (docs/paper-a-linear-ntp.md#objects). Both constraint maps are
 :class:`~ntpbias.geometry.constraints.LogitGaps`: row i reads L[a_i, j_i] - L[b_i, k_i] of the logit matrix
 L = E W H^T (E = I without a left factor), so A^T y is a scatter of ±y into a (p, m) matrix Λ followed by
 W = E^T Λ H. One iteration costs two matrix products (W = E^T Λ H and L = E W H^T); memory is linear in the

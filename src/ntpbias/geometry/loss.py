@@ -1,4 +1,4 @@
-"""Cross-entropy of a linear next-token predictor in distinct-context form (spec linear_ntp.md §1.3-§1.4).
+"""Cross-entropy of a linear next-token predictor in distinct-context form (docs/paper-a-linear-ntp.md#objects).
 
 All functions take W with optional leading batch dimensions, W: (..., V, d), and return one value per
 batch entry; logits are ``L = H W^T`` (..., m, V), computed with log-sum-exp.

@@ -1,4 +1,5 @@
-"""The norm-constrained regularization path Ŵ_B = argmin_{||W|| <= B} CE(W) (eq. (8) of paper A, spec §4).
+"""The norm-constrained regularization path Ŵ_B = argmin_{||W|| <= B} CE(W) (eq. (8) of paper A,
+docs/paper-a-linear-ntp.md#objects).
 
 For separable data the minimizer lies on the sphere ||Ŵ_B|| = B, where the KKT conditions read
 ∇CE(Ŵ_B) + λ Ŵ_B = 0 with λ > 0: Ŵ_B is the ridge minimizer W_λ = argmin CE(W) + (λ/2)||W||² for the λ at
@@ -6,8 +7,9 @@ which ||W_λ|| = B. We solve the (strongly convex) ridge problem by Newton's met
 exact Hessian-vector products (two matrix products each, never a dense (Vd x Vd) Hessian) and find λ by a
 bracketed root search on log λ, warm-starting along the increasing B grid.
 
-First-order methods stall long before the boundary for large B (spec §4); here each point reports its KKT
-residual ||∇CE + λW|| / (λ B) (a bound on the relative error of Ŵ_B) and whether ||Ŵ_B|| = B was attained.
+First-order methods stall long before the boundary for large B (docs/paper-a-linear-ntp.md#objects); here each point
+reports its KKT residual ||∇CE + λW|| / (λ B) (a bound on the relative error of Ŵ_B) and whether ||Ŵ_B|| = B was
+attained.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ def token_selection(E: torch.Tensor, p: torch.Tensor, ds: TokenSequences, *, tol
     """S_X(p) of eq. (10) as a position mask (n, T): real positions whose score p^T E_{x_i} is maximal in X.
 
     With ``tol > 0``, positions whose normalized gap (max_j a_j - a_i)/||p|| is at most ``tol`` count as tied
-    (spec §8: at finite ||p|| true ties leave gaps O(1/||p||), non-selected gaps stay bounded away from 0).
-    Repeated tokens share their score, so the mask selects token identities.
+    (docs/paper-b-attention.md#theory-checks: at finite ||p|| true ties leave gaps O(1/||p||), non-selected gaps stay
+    bounded away from 0). Repeated tokens share their score, so the mask selects token identities.
     """
     ds = _check(E, ds)
     a = (E @ p)[ds.X].masked_fill(~ds.mask, -math.inf)
@@ -119,7 +119,8 @@ def _selection_rows(E: torch.Tensor, ds: TokenSequences, selected: torch.Tensor)
 def max_margin_selection(E: torch.Tensor, ds: TokenSequences, selected: torch.Tensor, *, solver: str = "auto",
                          tol: float = KKT_TOL) -> SelectionSVM:
     """Solve (12) for the selection ``selected`` (n, T): min ||p|| s.t. p^T(E_s - E_s') >= 1 for s selected and
-    s' not selected in the same X, with the selected tokens of each X tied (p^T(E_s - E_s0) = 0, spec §9.5).
+    s' not selected in the same X, with the selected tokens of each X tied (p^T(E_s - E_s0) = 0,
+    docs/paper-b-attention.md#decisions).
 
     Solved by :class:`~ntpbias.geometry.svm.MarginProgram` on the variable p as a (1, d) matrix with
     H = E (|S|, d) (logit rows a = b = 0, columns j = s, k = s'). When |S| < d the solution lies in the row
@@ -232,7 +233,8 @@ def directional_convergence(E: torch.Tensor, p: torch.Tensor, ds: TokenSequences
 
 @dataclass(frozen=True, eq=False)
 class ImportantSelection:
-    """Theorem 4.3 item 1 at a (trained) p, per sequence (the stronger form that Lemma C.2 proves, spec §9.7).
+    """Theorem 4.3 item 1 at a (trained) p, per sequence (the stronger form that Lemma C.2 proves,
+    docs/paper-b-attention.md#decisions).
 
     Attributes
     ----------
@@ -275,7 +277,8 @@ def important_selection(E: torch.Tensor, p: torch.Tensor, ds: TokenSequences, *,
 
 def selection_loss_floor(E: torch.Tensor, v: torch.Tensor, ds: TokenSequences, *,
                          relevant: torch.Tensor | None = None) -> float:
-    """Ê log(1 + exp(-γ_{s*})), γ_{s*} = y E_{s*_X}^T v: the loss once all attention sits on s*_X (spec N7)."""
+    """Ê log(1 + exp(-γ_{s*})), γ_{s*} = y E_{s*_X}^T v: the loss once all attention sits on s*_X
+    (docs/paper-b-attention.md#theory-checks)."""
     ds = _check(E, ds)
     s_star = relevant_tokens(ds) if relevant is None else relevant.to(ds.X.device)
     return float(torch.nn.functional.softplus(-ds.y * (E @ v)[s_star]).mean())
@@ -283,9 +286,9 @@ def selection_loss_floor(E: torch.Tensor, v: torch.Tensor, ds: TokenSequences, *
 
 @dataclass(frozen=True, eq=False)
 class GapCondition:
-    """Lemma 4.5's margin-gap condition, as corrected (spec §9.4): ||p̂|| <= (1 - μ) ||p̂'|| with μ > 0, where p̂ is
-    the important-only SVM and p̂' solves (12) for a selection that also ties one irrelevant token u with s*_X in
-    one sequence X.
+    """Lemma 4.5's margin-gap condition, as corrected (docs/paper-b-attention.md#decisions): ||p̂|| <= (1 - μ) ||p̂'||
+    with μ > 0, where p̂ is the important-only SVM and p̂' solves (12) for a selection that also ties one irrelevant
+    token u with s*_X in one sequence X.
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-"""The data subspace F, its projections, and the finite component W* (spec linear_ntp.md §2.1-§2.3).
+"""The data subspace F, its projections, and the finite component W* (docs/paper-a-linear-ntp.md#objects).
 
 F = span{(e_z - e_z') h̄_j^T : z ≠ z' ∈ S_j, j ∈ [m]} (eq. (5) of paper A) ⊂ R^{V x d} is spanned by the
 Σ_j (S_j - 1) anchor rows A of :class:`~ntpbias.geometry.constraints.NTPConstraints`. Everything goes

@@ -40,7 +40,7 @@ KKT_TOL = 1e-6
 #: conjugate gradients beyond.
 POLISH_MAX_ROWS = 1000
 #: ``solver="auto"`` uses Clarabel up to this many nonzeros in the constraint matrices, the dual method beyond
-#: (Clarabel's KKT factorization is dense in min(#variables, #constraints) here: spec dependencies.md §1).
+#: (Clarabel's KKT factorization is dense in min(#variables, #constraints) here: docs/paper-a-linear-ntp.md#objects).
 AUTO_CLARABEL_MAX_NNZ = 300_000
 #: The backends of :meth:`MarginProgram.solve`.
 SOLVERS = ("auto", "clarabel", "dual")

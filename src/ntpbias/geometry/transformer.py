@@ -1,16 +1,18 @@
-"""Theory of the transformer paper (004, "Non-asymptotic convergence of training transformers for NTP"; spec §3).
+"""Theory of the transformer paper (004, "Non-asymptotic convergence of training transformers for NTP";
+docs/paper-c-transformer.md#objects).
 
 * Max-margin solutions through :class:`~ntpbias.geometry.svm.MarginProgram` (one result type, one KKT
   certificate): W_ov* of eq. (2) (:func:`wov_star`, with the closed form e_{n(x)} - 1/|V| under Assumption 2,
   :func:`wov_star_closed_form`) and W_kq* of eq. (3) (:func:`wkq_star`; for non-orthonormal embeddings the
   constraint x_u^T W x_q uses LogitGaps' ``left`` factor E^T).
 * Proposition 2's closed form (:func:`prop2_closed_form`), its validity condition (:func:`prop2_condition`:
-  the transportation/Hall condition of spec §3.7 — the proposition is false without it) and a side-by-side
-  comparison with the QP (:func:`compare_prop2`).
+  the transportation/Hall condition of docs/paper-c-transformer.md#objects — the proposition is false without it) and a
+  side-by-side comparison with the QP (:func:`compare_prop2`).
 * Every bound of Proposition 1, Lemmas 1, 6, 7, Corollary 1 and Theorems 1-3 as plain functions of their
   constants (numpy, vectorized over t), so that checks and plots share one source; the constant mismatches of
-  spec A5 are options.
-* The exact stage-1 dynamics under orthonormal embeddings and zero initialization (spec §3.3, [DERIVED]):
+  docs/paper-c-transformer.md#decisions are options.
+* The exact stage-1 dynamics under orthonormal embeddings and zero initialization (docs/paper-c-transformer.md#objects,
+[DERIVED]):
   W_ov^(t) = t η₀ W_ov*/||W_ov*|| (:func:`stage1_exact`, :func:`stage1_exact_W`).
 
 Token basis: with orthonormal E (d, |V|), A = E^T W_kq E has entry A[u, q] = x_u^T W_kq x_q (key u, query q).
@@ -62,7 +64,8 @@ def wov_star(next_token: torch.Tensor, E: torch.Tensor, *, solver: str = "auto",
 
 
 def wov_star_closed_form(next_token: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """Σ_x (e_{n(x)} - 1/|V| 1) x^T over tokens with n(x) defined, (|V|, d): W_ov* under Assumption 2 (spec §3.2).
+    """Σ_x (e_{n(x)} - 1/|V| 1) x^T over tokens with n(x) defined, (|V|, d): W_ov* under Assumption 2
+    (docs/paper-c-transformer.md#objects).
 
     Its norm is sqrt(|V| - 1) when n is defined on all of V (sqrt(|V'|(|V| - 1)/|V|) on a subset V').
     """
@@ -110,8 +113,8 @@ def prop2_closed_form(structure: DatasetStructure) -> torch.Tensor:
     """Proposition 2's W_kq* in the token basis, (|V|, |V|), column q:
 
     m/(k+m) on the k optimal tokens, -k/(k+m) on the m non-optimal tokens, 0 elsewhere (Sec. 6; App. D.1).
-    It is the QP solution only where :func:`prop2_condition` holds (spec §3.7: the proposition is false in
-    general). Requires Assumption 1.
+    It is the QP solution only where :func:`prop2_condition` holds (docs/paper-c-transformer.md#objects: the proposition
+    is false in general). Requires Assumption 1.
     """
     structure.require("collocation", "realizable", "partial_orders", "no_confused")
     k, m = (c.to(torch.float64) for c in structure.k_and_m)
@@ -122,7 +125,8 @@ def prop2_closed_form(structure: DatasetStructure) -> torch.Tensor:
 
 
 def prop2_condition(structure: DatasetStructure) -> torch.Tensor:
-    """(|V|,) bool: Proposition 2's closed form is the QP solution for query q (spec §3.7, [DERIVED]).
+    """(|V|,) bool: Proposition 2's closed form is the QP solution for query q (docs/paper-c-transformer.md#objects,
+    [DERIVED]).
 
     The closed form meets every constraint with equality, so it is optimal iff KKT multipliers λ >= 0 on the
     edges u >_q v exist with Σ_v λ_uv = m/(k+m) at each optimal u and Σ_u λ_uv = k/(k+m) at each non-optimal v:
@@ -205,7 +209,8 @@ def compare_prop2(structure: DatasetStructure, qp: SVMResult, E: torch.Tensor, *
 # ---------------------------------------------------------------------------------------------- stage 1, exact
 @dataclass(frozen=True)
 class Stage1Exact:
-    """Exact stage-1 trajectory of normalized GD from 0 under Assumption 2 (spec §3.3), arrays over t.
+    """Exact stage-1 trajectory of normalized GD from 0 under Assumption 2 (docs/paper-c-transformer.md#objects), arrays
+    over t.
 
     Attributes
     ----------
@@ -223,7 +228,8 @@ class Stage1Exact:
 
 
 def stage1_exact(t, *, eta0: float, V: int, n_tokens: int | None = None) -> Stage1Exact:
-    """The exact stage-1 dynamics (spec §3.3): values of Algorithm 1's stage 1 at iterations ``t``.
+    """The exact stage-1 dynamics (docs/paper-c-transformer.md#objects): values of Algorithm 1's stage 1 at iterations
+    ``t``.
 
     ``n_tokens`` = number of tokens with n(x) defined (default |V|).
 
@@ -241,13 +247,15 @@ def stage1_exact(t, *, eta0: float, V: int, n_tokens: int | None = None) -> Stag
 
 
 def stage1_exact_W(t: int, *, eta0: float, next_token: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """W_ov^(t) = t η₀ W_ov*/||W_ov*|| (spec §3.3), (|V|, d), valid for orthonormal E and W_ov^(0) = 0."""
+    """W_ov^(t) = t η₀ W_ov*/||W_ov*|| (docs/paper-c-transformer.md#objects), (|V|, d), valid for orthonormal E and
+    W_ov^(0) = 0."""
     W = wov_star_closed_form(next_token, E)
     return t * eta0 * W / torch.linalg.vector_norm(W)
 
 
 def stage2_loss_infimum(margin, V: int):
-    """L* = log(1 + (|V|-1) e^{-Δ}) = L_0(W_ov^(T))/|V|: the stage-2 loss infimum for equal margins Δ (spec §3.3)."""
+    """L* = log(1 + (|V|-1) e^{-Δ}) = L_0(W_ov^(T))/|V|: the stage-2 loss infimum for equal margins Δ
+    (docs/paper-c-transformer.md#objects)."""
     return np.log1p((V - 1) * np.exp(-np.asarray(margin, dtype=np.float64)))
 
 
@@ -261,7 +269,8 @@ def ngd_norm_bounds(t, eta: float, norm_star: float, *, L_max: int = 1, norm_ini
 
     upper = t η + ||W^(0)||; lower = t η/(2 L_max ||W*||) - ||W^(0)||. With L_max = 1 this is Lemma 1
     (Proposition 1's t η₀/(2||W_ov*||) <= ||W_ov^(t)|| <= t η₀ at W^(0) = 0, and Theorem 1's stated
-    t η/(2||W_kq*||)); with the data's L_max it is the weaker bound Lemma 6 proves for W_kq (spec A5).
+    t η/(2||W_kq*||)); with the data's L_max it is the weaker bound Lemma 6 proves for W_kq
+    (docs/paper-c-transformer.md#decisions).
     """
     t = _t(t)
     return t * eta / (2 * L_max * norm_star) - norm_init, t * eta + norm_init
@@ -270,8 +279,8 @@ def ngd_norm_bounds(t, eta: float, norm_star: float, *, L_max: int = 1, norm_ini
 def prop1_cos_lower(t, eta0: float, norm_wov_star: float, V: int, *, constant: float = 12.0):
     """Proposition 1: cos(W_ov^(t), W_ov*) >= 1 - c ||W_ov*||^3 log(2|V|) log t/(t η₀), t >= 2.
 
-    c = 12 is what App. B (Prop. 3) proves; the main text states c = 5 (spec A5). Vacuous at the experiment's
-    scale (about -618 at |V| = 20, t = 900).
+    c = 12 is what App. B (Prop. 3) proves; the main text states c = 5 (docs/paper-c-transformer.md#decisions). Vacuous
+    at the experiment's scale (about -618 at |V| = 20, t = 900).
     """
     t = _t(t)
     return 1 - constant * norm_wov_star ** 3 * np.log(2 * V) * np.log(t) / (t * eta0)
@@ -290,7 +299,8 @@ def prop1_loss_upper(t, eta0: float, norm_wov_star: float, V: int, *, rate: str 
 def corollary1_delta(T, eta0: float, norm_wov_star: float):
     """Corollary 1's margin Δ = T η₀/(4||W_ov*||^2): every logit gap of W_ov^(T) exceeds Δ.
 
-    The stated upper end 3Δ is wrong (the exact gap is 4||W_ov*|| Δ, spec A5); only the lower end is usable.
+    The stated upper end 3Δ is wrong (the exact gap is 4||W_ov*|| Δ, docs/paper-c-transformer.md#decisions); only the
+    lower end is usable.
     """
     return _t(T) * eta0 / (4 * norm_wov_star ** 2)
 
@@ -308,7 +318,8 @@ def thm1_cos_lower(t, eta: float, N: int, L_max: int, norm_wkq_star: float):
 
 
 def thm1_step_ok(eta: float, norm_wkq_star: float) -> bool:
-    """Theorem 1's step-size condition as used in its proof: η <= ||W_kq*||/e (spec A13)."""
+    """Theorem 1's step-size condition as used in its proof: η <= ||W_kq*||/e
+    (docs/paper-c-transformer.md#decisions)."""
     return eta <= norm_wkq_star / np.e
 
 
@@ -344,7 +355,7 @@ def thm2_attention_lower(t, C_1: float, L_max: int):
 def thm2_loss_upper(t, T: int, C_0: float, C_1: float, L_max: int, V: int):
     """Theorem 2, eq. (4): L(θ^(t)) <= |V| exp(-T C_0 (1 - 2 L_max/(L_max + exp(C_1 t)))).
 
-    Vacuous (above the initial loss) at the experiment's scale (spec §3.6).
+    Vacuous (above the initial loss) at the experiment's scale (docs/paper-c-transformer.md#objects).
     """
     return V * np.exp(-T * C_0 * (1 - 2 * L_max / (L_max + np.exp(C_1 * _t(t)))))
 
@@ -356,7 +367,8 @@ def thm2_condition(t, eta: float, N: int, L_max: int, norm_wkq_star: float, *, c
 
 
 def footnote3_min_loss(T: int, C_0: float, V: int) -> float:
-    """The paper's "minimum loss" |V| exp(-T C_0) (footnote 3): the limit of eq. (4), not the infimum (spec A5)."""
+    """The paper's "minimum loss" |V| exp(-T C_0) (footnote 3): the limit of eq. (4), not the infimum
+    (docs/paper-c-transformer.md#decisions)."""
     return V * float(np.exp(-T * C_0))
 
 
@@ -402,9 +414,9 @@ KIND_OPT = "optimal + x_0"
 
 
 def theorem3_inputs(structure: DatasetStructure, *, seed: int = 0) -> UnseenInputs:
-    """Unseen inputs of spec check 21 for every query q that is non-optimal under its own order and has
-    non-comparable tokens M_q: [x_0, (0-2 random non-optimal tokens), q] -> n(x_0) for each x_0 in M_q, and
-    [u, x_0, q] (random order of u and x_0) -> n(u) for each optimal u and x_0 in M_q. Inputs that occur in the
+    """Unseen inputs of check C-C8 (docs/paper-c-transformer.md) for every query q that is non-optimal under its own
+    order and has non-comparable tokens M_q: [x_0, (0-2 random non-optimal tokens), q] -> n(x_0) for each x_0 in M_q,
+    and [u, x_0, q] (random order of u and x_0) -> n(u) for each optimal u and x_0 in M_q. Inputs that occur in the
     training data are dropped."""
     s = structure.samples
     rng = np.random.default_rng(seed)

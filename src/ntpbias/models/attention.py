@@ -1,16 +1,16 @@
-"""The cls-attention classifiers of paper B (spec attention_embeddings.md §1, §6) as torch modules.
+"""The cls-attention classifiers of paper B (docs/paper-b-attention.md#objects, §6) as torch modules.
 
 * :class:`OneLayerAttention`, eq. (1): f(X; p, E) = softmax(p^T E_X^T) E_X v, the ``<cls>`` embedding p acting
-  only as the query (it is not a key or value, spec §9.12);
+  only as the query (it is not a key or value, docs/paper-b-attention.md#decisions);
 * :class:`TwoLayerAttention`, eq. (17): E'_X = LayerNorm(softmax(E_X E_X^T) E_X + E_X), then the same readout
   f = softmax(p^T E'_X^T) E'_X v.
 
 Both take token ids ``X: (n, T)`` and an optional padding mask ``mask: (n, T)`` (True at real tokens); padded
 positions are removed from every softmax (keys of the first layer, positions of the readout), so padding
-changes nothing. The readout's backward uses the stable weight form of spec §8 (:class:`_StableReadout`),
-so autograd stays accurate when the attention concentrates (large ||p||). v is fixed (a buffer, the theory's
-default) or trained (``train_v=True``). Parameters are float64 by default and drawn from the theory's
-initialisation (:func:`theory_init`): E_s, p ~ N(0, I_d/d), v uniform on the unit sphere. Training uses
+changes nothing. The readout's backward uses the stable weight form of docs/paper-b-attention.md#theory-checks
+(:class:`_StableReadout`), so autograd stays accurate when the attention concentrates (large ||p||). v is fixed (a
+buffer, the theory's default) or trained (``train_v=True``). Parameters are float64 by default and drawn from the
+theory's initialisation (:func:`theory_init`): E_s, p ~ N(0, I_d/d), v uniform on the unit sphere. Training uses
 autograd; the closed-form gradients of model (1) for the theory checks live in :mod:`ntpbias.geometry.attention`,
 which shares :func:`readout_terms` and :func:`theory_init` with these modules.
 """
@@ -60,7 +60,8 @@ def readout_terms(a: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch
 
 
 class _StableReadout(torch.autograd.Function):
-    """f = Σ_i q_i u_i with q = softmax(a), differentiated in the stable weight form of spec §8.
+    """f = Σ_i q_i u_i with q = softmax(a), differentiated in the stable weight form of
+    docs/paper-b-attention.md#theory-checks.
 
     f is evaluated relative to r = u at the most attended position, and ∂f/∂a_i = q_i (u_i - f) as
     q_i ((u_i - r) - Σ_j q_j (u_j - r)), which at that position is exactly q_i Σ_j q_j (u_i - u_j): no
@@ -160,7 +161,7 @@ class OneLayerAttention(_ClsAttention):
     Parameters
     ----------
     num_tokens : int, |S|.  d : int, embedding dimension.
-    train_v : bool, train v (default False: fixed unit v, as in the theory, spec §9.8).
+    train_v : bool, train v (default False: fixed unit v, as in the theory, docs/paper-b-attention.md#decisions).
     seed : int, initialisation seed.  dtype, device : parameter dtype (float64 default) and device.
 
     Examples
@@ -186,7 +187,7 @@ class TwoLayerAttention(_ClsAttention):
     Parameters
     ----------
     As :class:`OneLayerAttention`, plus ``layer_norm_affine`` (default True) and ``layer_norm_eps`` (1e-5):
-    torch's LayerNorm defaults (spec §9.10).
+    torch's LayerNorm defaults (docs/paper-b-attention.md#decisions).
     """
 
     def __init__(self, num_tokens: int, d: int, *, train_v: bool = False, seed: int = 0,

@@ -1,4 +1,4 @@
-"""One-layer transformer for next-token prediction (paper C, Sec. 3; spec transformer_ntp.md §1).
+"""One-layer transformer for next-token prediction (paper C, Sec. 3; docs/paper-c-transformer.md#objects).
 
 Model (reparameterized form, what Algorithm 1 trains): for an input X = [x_1..x_L] (d, L) with query x_L,
 
@@ -9,10 +9,11 @@ The original form uses four factors, W_kq = W_k W_q and W_ov = W_o W_v (:func:`f
 
 Losses: the cross-entropy over distinct samples with frequencies π (eq. 1) and the stage-1 loss
 L_0(W_ov) = Σ_x CE(W_ov x, n(x)) over the collocation (a sum, not a mean; Sec. 4.2). Gradients are closed
-form (eqs. 5, 6, and the W_ov gradient of the full loss) in the numerically stable form of spec §1.5: the
-target component of softmax - e_y is -Σ_{v≠y} p_v (never p_y - 1), and the attention backward uses pairwise
-differences c_l = φ_l Σ_l' φ_l' (a_l - a_l') instead of (diag φ - φφ^T) a, which cancels catastrophically
-when one attention weight is ~1. Everything is float64 by default, batched over samples with padding masks.
+form (eqs. 5, 6, and the W_ov gradient of the full loss) in the numerically stable form of
+docs/paper-c-transformer.md#objects: the target component of softmax - e_y is -Σ_{v≠y} p_v (never p_y - 1), and the
+attention backward uses pairwise differences c_l = φ_l Σ_l' φ_l' (a_l - a_l') instead of (diag φ - φφ^T) a, which
+cancels catastrophically when one attention weight is ~1. Everything is float64 by default, batched over samples with
+padding masks.
 
 Embeddings: E (d, |V|), column i = embedding x_i of token i (the paper's convention), built by
 :func:`token_embeddings`: one-hot, random orthonormal (Assumption 2), or random unit-norm (outside the theory).
@@ -37,7 +38,7 @@ def token_embeddings(V: int, *, kind: str = "onehot", d: int | None = None, seed
 
     ``kind``: ``"onehot"`` (E = I, d = V; the paper's default), ``"orthonormal"`` (random orthonormal
     columns, d >= V, default d = V: Assumption 2), ``"unit"`` (i.i.d. Gaussian columns scaled to unit norm,
-    default d = V: the non-orthonormal ablation of spec §4.4). Seeded.
+    default d = V: the non-orthonormal ablation of docs/paper-c-transformer.md#experiments-and-figures). Seeded.
 
     >>> E = token_embeddings(3, kind="orthonormal", d=5, seed=1)
     >>> tuple(E.shape), bool(torch.allclose(E.T @ E, torch.eye(3, dtype=E.dtype)))
@@ -168,7 +169,7 @@ def cross_entropy(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch
     """Stable per-row cross-entropy of logits z (N, V) with targets y (N,) and its gradient dz (N, V).
 
     loss = log1p(Σ_{v≠y} exp(z_v - z_y)) when every z_v <= z_y (accurate as p_y -> 1), else logsumexp(z) - z_y;
-    dz = softmax(z) - e_y with the target entry set to -Σ_{v≠y} softmax(z)_v (spec §1.5).
+    dz = softmax(z) - e_y with the target entry set to -Σ_{v≠y} softmax(z)_v (docs/paper-c-transformer.md#objects).
 
     >>> z = torch.tensor([[60.0, 0.0, 0.0]], dtype=torch.float64)
     >>> loss, g = cross_entropy(z, torch.tensor([0]))
@@ -234,8 +235,9 @@ def loss_and_grads(W_ov: torch.Tensor, W_kq: torch.Tensor, inputs: TransformerIn
     """Loss eq. (1) with its closed-form stable gradients.
 
     grad_{W_kq} (eq. 6): Σ_n π^(n) Σ_l c_l^(n) x_l^(n) x_L^(n)T with a_l = x_l^T W_ov^T g^(n),
-    c_l = φ_l Σ_l' φ_l' (a_l - a_l') and g^(n) = T_θ(X^(n)) - e_label (stable form, spec §1.5);
-    grad_{W_ov} = Σ_n π^(n) g^(n) (X^(n) φ^(n))^T (spec §1.4, [DERIVED]). Cost O(N L (L + d) + N d |V|).
+    c_l = φ_l Σ_l' φ_l' (a_l - a_l') and g^(n) = T_θ(X^(n)) - e_label (stable form,
+    docs/paper-c-transformer.md#objects); grad_{W_ov} = Σ_n π^(n) g^(n) (X^(n) φ^(n))^T
+    (docs/paper-c-transformer.md#objects, [DERIVED]). Cost O(N L (L + d) + N d |V|).
 
     Examples
     --------
@@ -270,7 +272,8 @@ def loss(W_ov: torch.Tensor, W_kq: torch.Tensor, inputs: TransformerInputs) -> t
 
 
 def grads_original(W_o, W_v, W_k, W_q, inputs: TransformerInputs) -> tuple[torch.Tensor, ...]:
-    """Loss and gradients w.r.t. the four original factors by the chain rule (spec §1.2, [DERIVED]).
+    """Loss and gradients w.r.t. the four original factors by the chain rule (docs/paper-c-transformer.md#objects,
+    [DERIVED]).
 
     Returns (loss, grad W_o, grad W_v, grad W_k, grad W_q) with grad W_o = G_ov W_v^T, grad W_v = W_o^T G_ov,
     grad W_k = G_kq W_q^T, grad W_q = W_k^T G_kq.

@@ -78,9 +78,9 @@ def figure2(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
 
 @plot("transformer.stage2")
 def stage2_diagnostics(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
-    """Stage-2 panels beyond Fig. 2: L - L* (log), cos(W_kq, -∇L) (spec A1's reading of panel 4), attention on the
-    optimal tokens with Theorem 2's lower bound (``attn_thm2``) and 1/L_max (``attn_lemma5``), and cos(∇L, W_kq*)
-    under Lemma 6's upper bound (``lemma6``)."""
+    """Stage-2 panels beyond Fig. 2: L - L* (log), cos(W_kq, -∇L) (docs/paper-c-transformer.md#decisions's reading of
+    panel 4), attention on the optimal tokens with Theorem 2's lower bound (``attn_thm2``) and 1/L_max
+    (``attn_lemma5``), and cos(∇L, W_kq*) under Lemma 6's upper bound (``lemma6``)."""
     fig, axes = new_figure(1, 4, width=3.0, height=2.6)
     run = f"{prefix}stage2"
     ax = axes[0, 0]

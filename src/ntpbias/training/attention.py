@@ -1,10 +1,10 @@
-"""Training the attention models of paper B on the shared engine (spec attention_embeddings.md §4, §7).
+"""Training the attention models of paper B on the shared engine (docs/paper-b-attention.md#objects, §7).
 
 Two :class:`~ntpbias.training.loop.Problem` implementations:
 
 * :class:`StageTwoProblem`: stage 2 of the theory, the flow (9) on the ``<cls>`` embedding p with E frozen at
   E¹ (one GD step from the theory initialisation, eq. (4)), discretised by GD (faithful, slow in direction) or
-  normalized GD (the same curve up to a time change, spec §9.20); closed-form gradient of
+  normalized GD (the same curve up to a time change, docs/paper-b-attention.md#decisions); closed-form gradient of
   :func:`~ntpbias.geometry.attention.loss_and_grad_p` (stable weight form, no autograd).
   :func:`train_stage_two` runs it.
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
@@ -61,7 +61,7 @@ class StageTwoProblem:
     grad_floor : float
         A gradient whose norm is below this (or not finite) is returned as zero, which freezes the iterate
         (the tails of the softmax underflow once margin·||p|| exceeds ~700; normalized GD would then follow
-        rounding noise, spec §8).
+        rounding noise, docs/paper-b-attention.md#theory-checks).
 
     Metrics (``metrics.DEFINITIONS``): ``loss``, ``grad_norm``, ``p_norm`` and, with references/relevant tokens,
     ``cos_mm``, ``margin_mm``, ``selection_accuracy``, ``loss_above_floor``.
@@ -146,9 +146,9 @@ def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *
     ----------
     stages : StageOne or a sequence of them (one per run; ``seeds`` labels the runs, default 0, 1, ...).
     ds : TokenSequences
-    method, lr : "ngd" (default, h = 0.5 as in spec N8) or "gd" (spec N7 uses h = 1).
-    steps, log_points, log_every : the loop's :class:`~ntpbias.training.loop.TrainConfig`.
-    references, relevant, grad_floor : see :class:`StageTwoProblem`.
+    method, lr : "ngd" (default, h = 0.5 as in docs/paper-b-attention.md#theory-checks) or "gd"
+    (docs/paper-b-attention.md#theory-checks uses h = 1). steps, log_points, log_every : the loop's
+    :class:`~ntpbias.training.loop.TrainConfig`. references, relevant, grad_floor : see :class:`StageTwoProblem`.
 
     Returns
     -------
@@ -221,9 +221,10 @@ class ClassifierProblem:
     d : int
         Embedding dimension (paper: 2048).
     train_v : bool
-        Train v too (default False: v fixed at a random unit vector, as in the theory, spec §9.8).
+        Train v too (default False: v fixed at a random unit vector, as in the theory,
+        docs/paper-b-attention.md#decisions).
     layer_norm_affine : bool
-        Two-layer model: learnable LayerNorm affine (torch's default, spec §9.10).
+        Two-layer model: learnable LayerNorm affine (torch's default, docs/paper-b-attention.md#decisions).
     batch_size : int
         Minibatch size (paper: 128); 0 = full batch. Each epoch is one pass over a fresh permutation
         (:func:`epoch_permutation`); the last batch of an epoch may be smaller.

@@ -1,6 +1,6 @@
 """Algorithm 1 of paper C (two-stage normalized GD) and one-stage joint training, as Trainer problems.
 
-Algorithm 1 (Sec. 4.2; spec transformer_ntp.md §3.1), from W_ov^(0) = 0 and W_kq^(0) = 0:
+Algorithm 1 (Sec. 4.2; docs/paper-c-transformer.md#objects), from W_ov^(0) = 0 and W_kq^(0) = 0:
 
 * stage 1 (eq. 7): W_ov^(t+1) = W_ov^(t) - η₀ ∇L_0(W_ov^(t)) / ||∇L_0(W_ov^(t))||, t < T, on the collocation loss
   L_0 (:class:`Stage1Problem`);
@@ -14,7 +14,7 @@ paper's step sizes are η₀ = 0.2/√d and η = 0.05/√d (:func:`paper_step_si
 Parameters are batched over runs (dim 0) as the :class:`~ntpbias.training.loop.Trainer` requires; all runs of a
 problem share one dataset and embedding (different datasets need different problems). A zero gradient leaves
 the iterate unchanged (the optimizer's guard), which happens legitimately when no sample holds two distinct
-tokens or when attention weights underflow after very long stage-2 runs (spec A15).
+tokens or when attention weights underflow after very long stage-2 runs (docs/paper-c-transformer.md#decisions).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class TransformerTask:
 
         The value the stage-2 loss approaches as attention concentrates on the optimal tokens (Theorem 2);
         under Assumption 2 with stage 1's equal margins Δ it is L* = log(1 + (|V|-1) e^{-Δ}) = L_0(W_ov^(T))/|V|
-        (spec §3.3). None when some sample has no optimal position (unrealizable data).
+        (docs/paper-c-transformer.md#objects). None when some sample has no optimal position (unrealizable data).
 
         W_ov : (B, |V|, d) -> (B,).
         """
@@ -143,7 +143,7 @@ def _per_run(fn: Callable, *batched: torch.Tensor):
 
 
 def _cos_or_nan(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Per-run cosine, NaN where A = 0 (cos is undefined at W^(0) = 0, spec A14)."""
+    """Per-run cosine, NaN where A = 0 (cos is undefined at W^(0) = 0, docs/paper-c-transformer.md#decisions)."""
     return torch.where(frobenius(A) > 0, cosine(A, B), torch.full_like(frobenius(A), math.nan))
 
 

@@ -1,6 +1,6 @@
 """Paper B (attention with trained embeddings): presets, trainers and ``reproduce attention`` / ``attention-imdb``.
 
-Figures of the group ``attention`` (spec attention_embeddings.md §7-8):
+Figures of the group ``attention`` (docs/paper-b-attention.md#experiments-and-figures):
 
 * ``attention-fig2``: Figure 2, the one-layer model (1) with every parameter trained by AdamW on the K-level data of
   eqs. (14)-(16): <E_s, p> and <E_s, v> against PD(s), coloured by importance level, with a per-token CSV.
@@ -14,12 +14,13 @@ Trainers (``ntpbias train``): ``attention`` (:class:`AttentionConfig`: model (1)
 Assumption-1, IMDB or Yelp data; the real-data presets live in :mod:`.imdb`) and ``attention-stage2``
 (:class:`StageTwoConfig`: stage 1 + stage 2 on any labelled token data).
 
-Decisions where the paper is silent (spec §9): the K-level law with δ~ in the opposite-polarity case and level
-sizes 4 + 2^k; n = 4096 balanced sequences; v fixed at a random unit vector (``train_v`` to train it); the theory
-initialisation N(0, I/d) for E and p; AdamW with torch's defaults (β = (0.9, 0.999), ε = 1e-8); the step decay per
-epoch. The quick scale of Figure 2 uses d = 256, lr = 1e-3 and 10 epochs (decay at epoch 8) instead of d = 2048,
-lr = 1e-4 and 196 epochs; the stage-2 theory runs use η₀ = 200, d = 1024 (spec §8 "A1-base"), far below the
-theorem's η₀ >= 4n²T² and d >= (88η₀² + 111η₀ + 2)^8 (reported as facts).
+Decisions where the paper is silent (docs/paper-b-attention.md#decisions): the K-level law with δ~ in the
+opposite-polarity case and level sizes 4 + 2^k; n = 4096 balanced sequences; v fixed at a random unit vector
+(``train_v`` to train it); the theory initialisation N(0, I/d) for E and p; AdamW with torch's defaults (β = (0.9,
+0.999), ε = 1e-8); the step decay per epoch. The quick scale of Figure 2 uses d = 256, lr = 1e-3 and 10 epochs (decay at
+epoch 8) instead of d = 2048, lr = 1e-4 and 196 epochs; the stage-2 theory runs use η₀ = 200, d = 1024
+(docs/paper-b-attention.md#theory-checks "A1-base"), far below the theorem's η₀ >= 4n²T² and d >= (88η₀² + 111η₀ + 2)^8
+(reported as facts).
 """
 
 from . import imdb  # noqa: F401  (registers the real-text presets and group)

@@ -202,8 +202,8 @@ def lemma41_checks(arrays: dict[str, np.ndarray]) -> list[Check]:
 
 
 def _stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, ...] = (1.0, 100.0)) -> list[Check]:
-    """Output after step 1 (Lemma B.2's leading order, spec N4, at η₀ = 1 and 100 as the spec calibrates it) and
-    Lemma B.1's norms, on the stage-2 data and seeds."""
+    """Output after step 1 (Lemma B.2's leading order, docs/paper-b-attention.md#theory-checks, at η₀ = 1 and 100 as the
+    spec calibrates it) and Lemma B.1's norms, on the stage-2 data and seeds."""
     ds, d = data.ds, cfg.model.d
     dev, decrease, b1 = 0.0, -math.inf, True
     for eta0 in eta0s:  # a few stage-1 steps: (η₀, seed) pairs

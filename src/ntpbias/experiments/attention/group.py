@@ -207,7 +207,7 @@ def run_group(ctx: RunContext) -> RunResult:
         gap = gs.lemma45_gap(ngd.stages[0].E1, data.ds, solver=ngd.config.model.solver,
                              samples=LEMMA45_SAMPLES[ctx.scale])
         section.checks.append(Check("Lemma 4.5: margin gap", "||p̂|| <= (1 - μ)||p̂'|| with μ > 0 for every selection "
-                                    "p̂' that also ties one irrelevant token (corrected direction, spec §9.4)",
+                                    "p̂' that also ties one irrelevant token (the corrected direction)",
                                     gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper B", kind="theorem",
                                     premise="Assumption 1 (the A1-base data satisfy it)", premise_met=True,
                                     threshold_source=f"the lemma's condition μ > 0 over {gap.n_checked} of the "

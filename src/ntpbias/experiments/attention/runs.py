@@ -186,7 +186,8 @@ def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenDat
 
 
 def theorem_gap_facts(cfg: StageTwoConfig, ds: TokenSequences) -> dict[str, str]:
-    """Theorem 4.3's requirements (13) against the values used (spec §9.19: far outside numerical reach)."""
+    """Theorem 4.3's requirements (13) against the values used (docs/paper-b-attention.md#decisions: far outside
+    numerical reach)."""
     eta_req = 4 * ds.n ** 2 * ds.T ** 2
     eta0 = cfg.stage1.eta0
     d_req = (88 * eta0 ** 2 + 111 * eta0 + 2) ** 8

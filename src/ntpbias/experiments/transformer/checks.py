@@ -13,7 +13,8 @@ from ...results import Check, check_at_least, check_at_most
 from ...training.transformer import predict
 from .runs import SeedRun, _at, _series
 
-#: Example 1, cos(W_kq^(t), W_kq*) at stage-2 iterations t (η₀ = 0.1, η = 0.025; spec §5 check 18).
+#: Example 1, cos(W_kq^(t), W_kq*) at stage-2 iterations t (η₀ = 0.1, η = 0.025;
+#: docs/paper-c-transformer.md#theory-checks check 18).
 EXAMPLE1_COS = {1: 0.96476, 10: 0.98600, 100: 0.99540, 300: 0.99826, 600: 0.99903, 900: 0.99952}
 
 
@@ -49,7 +50,8 @@ def reference_checks(label: str, runs: list[SeedRun]) -> list[Check]:
 
 
 def prop2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[str]]:
-    """Proposition 2's closed form against the QP (agrees exactly where the Hall condition holds, spec §3.7)."""
+    """Proposition 2's closed form against the QP: it agrees exactly where the Hall condition holds (erratum C-E1 of
+    docs/paper-c-transformer.md)."""
     consistent, fails, columns = [], 0, 0
     for r in runs:
         t = r.task
@@ -63,19 +65,20 @@ def prop2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[str
     check = Check(f"{label}: Proposition 2 vs QP", "Prop. 2's closed form equals the W_kq* QP exactly on the query "
                   "columns where the Hall condition holds, and differs elsewhere",
                   f"condition fails on {fails}/{columns} columns", "agreement == condition on every column",
-                  all(consistent), "Prop. 2 of paper C; spec §3.7 (A4)")
-    notes = [f"{label}: Proposition 2 is false in general (spec A4); its validity condition failed on {fails} of "
+                  all(consistent), "Prop. 2 of paper C (erratum C-E1)")
+    notes = [f"{label}: Proposition 2 is false in general (erratum C-E1); its validity condition failed on {fails} of "
              f"{columns} query columns here, where the QP (authoritative) was used."] if fails else []
     return [check], notes
 
 
 def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[str]]:
-    """Proposition 1, Lemma 3, Corollary 1 and the exact stage-1 dynamics (spec §3.3-3.4; checks 11-12)."""
+    """Proposition 1, Lemma 3, Corollary 1 and the exact stage-1 dynamics (object 4 and check C-C4 of
+    docs/paper-c-transformer.md)."""
     if not all(r.orthonormal and r.init == "zeros" and r.task.W_ov_star is not None
                and r.task.structure.check("collocation").holds for r in runs):
         return [], [f"{label}: stage-1 theory checks skipped: they need a collocation (Assumption 1(i)), orthonormal "
                     "embeddings (Assumption 2) and Algorithm 1's zero initialization"]
-    src, ex = "Prop. 1 of paper C; spec 5.12", "spec §3.3 [DERIVED]; 5.11"
+    src, ex = "Prop. 1 of paper C", "docs/paper-c-transformer.md#objects [DERIVED]; 5.11"
     dev_cos, dev_norm, dev_loss, slack, cos_gap, loss_ratio, spread, corollary, inc = ([] for _ in range(9))
     cos_bound_T = []
     for r in runs:
@@ -121,24 +124,26 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
                       "Lemma 3 of paper C"),
         check_at_least(f"{label}: Corollary 1 margin", "every logit gap of W_ov^(T) exceeds Δ = Tη₀/(4||W_ov*||²) "
                        "(smallest gap / Δ; the stated upper end 3Δ is wrong: the exact gap is 4||W_ov*|| Δ)",
-                       min(corollary), 1.0, "Corollary 1 of paper C (A5)"),
+                       min(corollary), 1.0, "Corollary 1 of paper C (erratum C-E3)"),
         check_at_most(f"{label}: stage 1 loss monotone", "L_0 decreases at every step (largest increase, relative "
-                      "to the smallest loss; 1e-14 allows round-off)", max(inc), ROUNDOFF, "spec 5.11"),
+                      "to the smallest loss; 1e-14 allows round-off)", max(inc), ROUNDOFF,
+                      "object 4 of docs/paper-c-transformer.md"),
     ]
     star = runs[0].task.W_ov_star.norm
     notes = [f"{label}: Corollary 1's upper end fails as printed: measured gap/Δ = {max(corollary):.4g} = "
-             f"4||W_ov*|| = {4 * star:.4g} > 3 (spec A5); only the lower end is checked."]
+             f"4||W_ov*|| = {4 * star:.4g} > 3 (docs/paper-c-transformer.md#decisions); only the lower end is checked."]
     return checks, notes
 
 
 def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[Check], list[str]]:
-    """Theorems 1-2 and Lemmas 5-7 on stage 2 (spec §3.5-3.6; checks 13-19); ``rate``: fit the linear rate of
+    """Theorems 1-2 and Lemmas 5-7 on stage 2 (docs/paper-c-transformer.md#objects; checks 13-19); ``rate``: fit the
+    linear rate of
     log(L - L*) on the last third (only meaningful while L - L* is far above round-off)."""
     if not all(r.orthonormal and r.init == "zeros" and r.task.W_kq_star is not None and r.task.W_ov_star is not None
                and r.task.structure.assumptions_hold and r.two_stage.stage2 is not None for r in runs):
         return [], [f"{label}: stage-2 theory checks skipped: they need Assumptions 1-3, zero initialization and a "
                     "solvable W_kq* (Theorems 1-3 do not apply)"]
-    src = "Thm 1 / Lemma 6 of paper C; spec 5.13"
+    src = "Thm 1 / Lemma 6 of paper C"
     m = {k: [] for k in ("lemma6", "thm1", "thm1cos", "inc", "above", "cos_T", "trend", "mono", "floor5", "floor5n",
                          "lemma6dir", "thm2att", "thm2loss", "acc", "slope", "r2", "lemma7")}
     notes: list[str] = []
@@ -198,21 +203,22 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         check_at_least(f"{label}: Lemma 6 norm bounds", "t η/(2 L_max ||W_kq*||) <= ||W_kq^(t)|| <= t η for t >= 1 "
                        f"(smallest slack, {who})", min(m["lemma6"]), -1e-9, src),
         check_at_least(f"{label}: Theorem 1 norm lower bound", "||W_kq^(t)|| >= t η/(2||W_kq*||) as stated (Lemma 6 "
-                       "proves only the L_max version; smallest slack)", min(m["thm1"]), -1e-9, "Thm 1; spec A5"),
+                       "proves only the L_max version; smallest slack)", min(m["thm1"]), -1e-9, "Thm 1"),
         Check(f"{label}: Theorem 1 step size", "η <= ||W_kq*||/e (the proof's 'η < O(1)')", runs[0].eta,
-              "<= ||W_kq*||/e", bool(step_ok), "Thm 1; spec A13"),
+              "<= ||W_kq*||/e", bool(step_ok), "Thm 1"),
         check_at_least(f"{label}: Theorem 1 cosine bound (vacuous)", "cos(W_kq^(t), W_kq*) >= 1 - 54 N L_max⁴ "
                        f"||W_kq*||⁴ log²t/(tη) (the bound is {min(vacuous_cos):.3g} at t = {T}: vacuous; smallest "
                        "cos - bound)", min(m["thm1cos"]), 0.0, "Thm 1 of paper C", kind="vacuous",
                        threshold_source="the theorem's bound (below 0 at this scale: it cannot fail)"),
         check_at_least(f"{label}: direction", f"cos(W_kq^(T), W_kq*) -> 1 (t = {T})", min(m["cos_T"]), 0.95,
-                       "Thm 1; spec 5.18"),
+                       "Thm 1"),
         check_at_least(f"{label}: direction improves", f"cos(W_kq^(t), W_kq*) larger at t = {T} than at "
-                       f"t = {max(1, T // 9)}", min(m["trend"]), 1e-12, "Thm 1; spec 5.18"),
+                       f"t = {max(1, T // 9)}", min(m["trend"]), 1e-12, "Thm 1"),
         check_at_most(f"{label}: stage 2 loss monotone", "L(θ^(t)) decreases at every step (largest increase, "
-                      "relative to the smallest loss; 1e-14 allows round-off)", max(m["inc"]), ROUNDOFF, "spec 5.17"),
+                      "relative to the smallest loss; 1e-14 allows round-off)", max(m["inc"]), ROUNDOFF,
+                      "Thm 2 of paper C"),
         check_at_least(f"{label}: loss above its floor", "L(θ^(t)) > L* = L at full attention on optimal tokens "
-                       "(smallest L - L*)", min(m["above"]), 1e-300, "spec §3.3, 5.17"),
+                       "(smallest L - L*)", min(m["above"]), 1e-300, "docs/paper-c-transformer.md#objects, 5.17"),
         check_at_least(f"{label}: Lemma 5 monotone attention", "min_n φ_+^(n,t) is non-decreasing in t (smallest "
                        "increment)", min(m["mono"]), -1e-12, "Lemma 5 of paper C"),
         check_at_least(f"{label}: Lemma 5 attention floor", "φ_+^(n,T) >= 1/L^(n) for every sample n at the last "
@@ -238,11 +244,11 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
     if rate:
         checks.append(Check(f"{label}: linear rate", "log(L - L*) is linear in t on the last third (slope < 0, "
                             "R² > 0.95)", f"slope {max(m['slope']):.3g}, R² {min(m['r2']):.4f}", "slope < 0, R² > 0.95",
-                            bool(max(m["slope"]) < 0 and min(m["r2"]) > 0.95), "Thm 2 / footnote 3; spec 5.17"))
+                            bool(max(m["slope"]) < 0 and min(m["r2"]) > 0.95), "Thm 2 / footnote 3"))
     if m["lemma7"]:
         checks.append(check_at_least(f"{label}: Lemma 7", "<∇L, W^(t)> >= (1 + α_t) <∇L, W*> ||W^(t)||/||W*|| for "
                                      "t >= t_0 = ceil(8 L_max ||W_kq*||²/η) (smallest -cos(W, ∇L) - (1 + α_t) "
-                                     "cos(∇L, W*))", min(m["lemma7"]), 0.0, "Lemma 7 of paper C; spec 5.19"))
+                                     "cos(∇L, W*))", min(m["lemma7"]), 0.0, "Lemma 7 of paper C"))
     if not all(t_needed):
         notes.append(f"{label}: Theorem 2's condition t >= c_0 N L_max⁴ ||W_kq*||⁶ log²t/η (c_0 = 1696) is not met "
                      f"at t = {T}; its bounds are checked anyway (they hold but are vacuous or weak at this scale).")
@@ -322,7 +328,7 @@ def theory_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         checks.extend(c)
         notes.extend(n)
     checks = _classify(checks, runs)
-    for r in runs:  # spec A15: a vanishing gradient stops normalized GD (the optimizer's guard), reported here
+    for r in runs:  # decision C-D7: a vanishing gradient stops normalized GD (the optimizer's guard), reported here
         for h in r.histories:
             steps, g = _series(h, "grad_norm")
             if (g == 0).any():

@@ -32,14 +32,15 @@ class TransformerDataConfig:
 
     Attributes
     ----------
-    source : "sentences" (random prefix-closed realizable data, spec §2.9.1; Sec. 7's default), "samples"
-        (collocation + intended orders, not prefix-closed, spec §2.9.2), "example1", "prop2-counterexample", or
-        "file" (a sentences .txt file: one sentence per line, every prefix is a sample)
+    source : "sentences" (random prefix-closed realizable data, docs/paper-c-transformer.md#objects; Sec. 7's default),
+    "samples"
+        (collocation + intended orders, not prefix-closed, docs/paper-c-transformer.md#objects), "example1",
+        "prop2-counterexample", or "file" (a sentences .txt file: one sentence per line, every prefix is a sample)
     V : vocabulary size of the random generators (Sec. 7: 20)
     L_max : longest input of the "sentences" generator (8)
     r_max : largest multiplicity (0: the generator's default, 1 for "sentences", 4 for "samples")
-    p_self, k_max, m_max : the "samples" generator's settings (spec §2.9.2)
-    derangement : random collocations without fixed points (spec A11)
+    p_self, k_max, m_max : the "samples" generator's settings (docs/paper-c-transformer.md#objects)
+    derangement : random collocations without fixed points (docs/paper-c-transformer.md#decisions)
     path : the sentences file for ``source = "file"``
     allow_violations : train even when Assumption 1 or 3 fails (the report names the results that no longer apply)
     """

@@ -93,7 +93,8 @@ def generalization(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[T
 
 
 def example2(run: SeedRun) -> tuple[list[Check], Table]:
-    """Example 2 (Sec. 6): after training on Example 1, SP -> V, OSP -> P, VP -> O (Theorem 3; spec §2.8)."""
+    """Example 2 (Sec. 6): after training on Example 1, SP -> V, OSP -> P, VP -> O (Theorem 3;
+    docs/paper-c-transformer.md#objects)."""
     ex = example2_inputs()
     n = run.task.structure.collocation.next_token
     inverse = torch.argsort(n)  # n is a permutation on Example 1

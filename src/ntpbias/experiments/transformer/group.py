@@ -86,9 +86,9 @@ FIGURES = {
 
 
 FIG2_CAPTION = ("Upper row, stage 1 (Prop. 1): L_0(W_ov^(t)) with Prop. 1's loss bounds, cos(W_ov^(t), W_ov*) (exactly "
-                "1 under orthonormal embeddings, spec A2; Prop. 1's cosine bound is vacuous here and not drawn), "
+                "1 under orthonormal embeddings, decision C-D2; Prop. 1's cosine bound is vacuous here and not drawn), "
                 "||W_ov^(t)|| between t η₀/(2||W_ov*||) and t η₀. Lower row, stage 2 (Theorems 1-2): L(θ^(t)) with its "
-                "floor L* (spec A1's reading of the garbled panel 4; eq. (4) is vacuous and not drawn), "
+                "floor L* (decision C-D3's reading of the garbled panel 4; eq. (4) is vacuous and not drawn), "
                 "cos(W_kq^(t), W_kq*) (Theorem 1's bound is vacuous and not drawn), ||W_kq^(t)|| with t η, Theorem 1's "
                 "stated t η/(2||W_kq*||) and Lemma 6's proven t η/(2 L_max ||W_kq*||). Bands: min-max over seeds.")
 
@@ -168,7 +168,7 @@ def run_group(ctx: RunContext) -> RunResult:
         A_star = to_numpy(th.token_basis(run.task.W_kq_star.W, run.task.E.cpu()))
         section.plots.append(FigureSpec("transformer-example2", "Example 1 and Example 2",
                                     f"Algorithm 1 on Example 1 (d = 4, η₀ = {consts[0]['eta0']:g}, "
-                                    f"η = {consts[0]['eta']:g}): cos(W_kq^(t), W_kq*) with the spec's reference "
+                                    f"η = {consts[0]['eta']:g}): cos(W_kq^(t), W_kq*) with the independent reference "
                                     "values, and the learned W_kq^(T) next to W_kq* in the token basis. Under query "
                                     "P the learned scores rank O > S = V = 0 > P, which is why the unseen inputs "
                                     "SP, OSP and VP are completed with V, P and O (table).", "transformer.example1",
@@ -192,8 +192,9 @@ def run_group(ctx: RunContext) -> RunResult:
         labels["unit-norm embeddings"] = "unit-"
         section.plots.append(FigureSpec("transformer-ablation", "Ablations outside the theory",
                                     "Two-stage training with random unit-norm (non-orthonormal) embeddings, where "
-                                    "stage 1 is no longer exactly aligned (spec A2), and one-stage joint normalized "
-                                    "GD on (W_ov, W_kq) with step η₀ for T + T_1 steps, on the same datasets.",
+                                    "stage 1 is no longer exactly aligned (decision C-D2), and one-stage joint "
+                                    "normalized GD on (W_ov, W_kq) with step η₀ for T + T_1 steps, on the same "
+                                    "datasets.",
                                     "transformer.ablation", {"rows": rows, "runs": labels, "joint": "joint-joint"}))
         section.tables.append(_ablation_table(unit, joint))
     return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
