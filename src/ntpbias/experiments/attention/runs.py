@@ -17,6 +17,7 @@ from ...data.tokens import TokenSequences, relevant_tokens, token_statistics
 from ...errors import DataError
 from ...geometry import attention as ga
 from ...geometry import selection as gs
+from ...stats import pearson, spearman
 from ...training.attention import (
     ClassifierProblem,
     StageTwoProblem,
@@ -112,19 +113,18 @@ def read_token_table(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def correlations(table: dict[str, np.ndarray]) -> dict[int, dict[str, float]]:
-    """Per seed: Pearson and Spearman of <E_s, v> with PD(s) and of <E_s, p> with |PD(s)| (and with log count)."""
-    from scipy import stats
-
+    """Per seed: Pearson and Spearman of <E_s, v> with PD(s) and of <E_s, p> with |PD(s)| (and with log count),
+    by :func:`ntpbias.stats.pearson` and :func:`ntpbias.stats.spearman`."""
     out = {}
     for seed in np.unique(table["seed"]).tolist():
         m = table["seed"] == seed
         pd, zp, zv = table["pd"][m], table["e_dot_p"][m], table["e_dot_v"][m]
         out[seed] = {
-            "pearson_v_pd": float(stats.pearsonr(zv, pd)[0]),
-            "spearman_v_pd": float(stats.spearmanr(zv, pd)[0]),
-            "pearson_p_abs_pd": float(stats.pearsonr(zp, np.abs(pd))[0]),
-            "spearman_p_abs_pd": float(stats.spearmanr(zp, np.abs(pd))[0]),
-            "spearman_p_log_count": float(stats.spearmanr(zp, np.log(table["count"][m]))[0]),
+            "pearson_v_pd": float(pearson(zv, pd)),
+            "spearman_v_pd": float(spearman(zv, pd)),
+            "pearson_p_abs_pd": float(pearson(zp, np.abs(pd))),
+            "spearman_p_abs_pd": float(spearman(zp, np.abs(pd))),
+            "spearman_p_log_count": float(spearman(zp, np.log(table["count"][m]))),
         }
     return out
 

@@ -272,7 +272,7 @@ KINDS = {
     "Prop. 1 norm bounds": ("theorem", "stage1", "the proposition's bounds"),
     "Prop. 1 loss bound": ("theorem", "stage1", "the proposition's bound"),
     "Lemma 3 equal wrong logits": ("theorem", "stage1", "the lemma's identity, round-off allowance"),
-    "Corollary 1 margin": ("theorem", "stage1", "the corollary's lower end (its upper end is an erratum)"),
+    "Corollary 1 margin": ("theorem", "cor1", "the corollary's lower end (its upper end is an erratum)"),
     "stage 1 loss monotone": ("theorem", "stage1", "our exact stage-1 dynamics (decreasing), round-off allowance"),
     "Lemma 6 norm bounds": ("theorem", "thm1", "the lemma's bounds"),
     "Theorem 1 norm lower bound": ("theorem", "thm1", "the theorem's stated bound"),
@@ -300,8 +300,12 @@ def _premises(runs: list[SeedRun]) -> dict[str, tuple[str, bool]]:
     t_ok = all(r.two_stage.stage2 is not None and r.task.W_kq_star is not None and bool(th.thm2_condition(
         r.two_stage.stage2.step, r.eta, r.task.samples.N, r.task.samples.L_max, r.task.W_kq_star.norm))
         for r in runs)
+    T_ok = all(r.two_stage is not None and r.task.W_ov_star is not None and bool(th.corollary1_condition(
+        r.two_stage.stage1.step, r.eta0, r.task.W_ov_star.norm, r.task.V)) for r in runs)
     thm1 = "Assumptions 1-3, zero initialization, η <= ||W_kq*||/e"
     return {"stage1": ("Assumptions 1-2 (orthonormal embeddings) and zero initialization", stage1),
+            "cor1": ("Assumptions 1-2, zero initialization and T >= 384 ||W_ov*||⁵ log(2|V|) log T/η₀",
+                     stage1 and T_ok),
             "thm1": (thm1, stage1 and step_ok),
             "thm2": (thm1 + " and t >= c_0 N L_max⁴ ||W_kq*||⁶ log²t/η (c_0 = 1696)", stage1 and step_ok and t_ok)}
 

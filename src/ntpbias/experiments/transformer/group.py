@@ -113,6 +113,7 @@ def run_group(ctx: RunContext) -> RunResult:
     rows: list[dict] = []
     histories: list[History] = []
     configs: dict[str, TransformerConfig] = {}
+    paper_rows: list[tuple] = []
 
     def train(name: str, cfg: TransformerConfig, prefix: str) -> list[SeedRun]:
         configs[name] = cfg
@@ -138,6 +139,10 @@ def run_group(ctx: RunContext) -> RunResult:
         if len(runs) > 1:
             section.facts["seeds"] = f"{runs[0].seed}..{runs[-1].seed} (facts shown for seed {runs[0].seed})"
         add(theory_checks("fig2", runs, rate=True))
+        c0 = consts[0]
+        paper_rows.append(("Fig. 2: |V| = d, η₀, η, T = T_1", "20, 0.2/√d, 0.05/√d, 900",
+                           f"{c0['V']}, {c0['eta0']:.4g}, {c0['eta']:.4g}, {runs[0].two_stage.stage1.step}",
+                           "the paper's settings; the dataset is ours (the paper gives no generator, decision C-D1)"))
         bounds = bound_curves("fig2-", runs, consts)
         if ctx.wants("transformer-fig2"):
             section.plots.append(FigureSpec("transformer-fig2", "Training dynamics of the one-layer transformer "
@@ -164,6 +169,9 @@ def run_group(ctx: RunContext) -> RunResult:
         checks, table = example2(run)
         section.checks.extend(checks)
         section.tables.insert(0, table)
+        ours = ", ".join(str(row[2]) for row in table.rows)
+        paper_rows.append(("Example 2: predictions for SP, OSP, VP", "V, P, O", ours,
+                           "as the paper" if ours == "V, P, O" else "differs: see the Example 2 table"))
         A = to_numpy(th.token_basis(run.two_stage.W_kq[0], run.task.E))
         A_star = to_numpy(th.token_basis(run.task.W_kq_star.W, run.task.E.cpu()))
         section.plots.append(FigureSpec("transformer-example2", "Example 1 and Example 2",
@@ -197,6 +205,9 @@ def run_group(ctx: RunContext) -> RunResult:
                                     "datasets.",
                                     "transformer.ablation", {"rows": rows, "runs": labels, "joint": "joint-joint"}))
         section.tables.append(_ablation_table(unit, joint))
+    if paper_rows:
+        section.tables.append(Table("Paper vs ntpbias", ("quantity", "paper C", "ntpbias", "why they differ"),
+                                    tuple(paper_rows)))
     return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
