@@ -217,3 +217,58 @@ def _gordan_result(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, y: np.ndarra
                               resid, resid <= CERT_TOL,
                               "no W in F^⊥ separates in-support from out-of-support tokens (Gordan certificate: a "
                               "convex combination of the separation constraints cancels out)")
+
+
+def critical_dimension(data: NTPData, guess: int | None = None, *, method: str = "lp",
+                       **options) -> tuple[int, dict[int, SeparabilityResult]]:
+    """Smallest d such that the first d embedding coordinates of ``data`` are NTP-separable (nested dimensions).
+
+    Separability is monotone in d along nested coordinates (a separating W for d coordinates, padded with zero
+    columns, separates with more), so a search suffices: starting at ``guess`` (e.g. the predicted threshold
+    round(δ* m) of :func:`ntpbias.geometry.thresholds.separability_threshold`), steps of 1, 2, 4, ... away from it
+    bracket d*, then bisection closes the bracket. With a guess within g of d* this takes about 2 log2(g) + 2
+    verdicts, all near d* (the cheap end for small thresholds), instead of log2(d) starting at d/2; without a
+    guess it is the bisection on 0..d. d = 0 is not separable (all logits vanish); the full d is not assumed
+    separable (it is, almost surely, for Gaussian H with d >= m: Lemma 1 of paper A).
+
+    Parameters
+    ----------
+    data : NTPData with embeddings H: (m, d)
+    guess : first dimension tried, clipped to 1..d (default d // 2)
+    method, options : passed to :func:`ntp_separability`
+
+    Returns
+    -------
+    d_star : int, the smallest separable dimension (d + 1 if even the full d is not separable)
+    verdicts : {dimension: SeparabilityResult} of every verdict taken, with its certificate
+    """
+    d_max = data.d
+    verdicts: dict[int, SeparabilityResult] = {}
+
+    def separable(d: int) -> bool:
+        if d == 0:
+            return False
+        if d not in verdicts:
+            sub = data if d == d_max else NTPData.from_arrays(data.H[:, :d], data.P, data.pi)
+            verdicts[d] = ntp_separability(sub, method=method, **options)
+        return verdicts[d].separable
+
+    g = min(max(d_max // 2 if guess is None else int(guess), 1), d_max)
+    step = 1
+    if separable(g):  # walk down until a non-separable dimension brackets d* in (lo, hi]
+        hi, lo = g, g - 1
+        while separable(lo):
+            hi, step = lo, 2 * step
+            lo = max(hi - step, 0)
+    else:  # walk up until a separable dimension
+        lo, hi = g, min(g + 1, d_max + 1)
+        while hi <= d_max and not separable(hi):
+            lo, step = hi, 2 * step
+            hi = min(lo + step, d_max + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if separable(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, verdicts
