@@ -8,8 +8,8 @@ so both verdict classes appear. Per (V, k, m) the table gives: the verdicts (sep
 verdict of each path, the ratio, whether every verdict of both paths is certified and whether they agree. With
 ``--bisect`` it also times one trial's whole nested-d search
 (:func:`ntpbias.geometry.separability.critical_dimension`): the bisection on 0..m with each path, and the new path
-searched from the predicted threshold. A (V, k) stops growing m once the old path took more than ``--cap`` seconds
-for its verdicts.
+searched from the predicted threshold. A (V, k) stops growing m once the old path's verdicts at the next m would
+take more than ``--cap`` seconds, extrapolated as m^3.
 
 Run: python benchmarks/bench_separability.py [--m 40,100,200,400,800] [--V 2,10,20] [--k 1,half,last] [--bisect]
 """
@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--V", default="2,10,20")
     ap.add_argument("--k", default="1,half")
     ap.add_argument("--fractions", default="0.8,0.95,1.05,1.2")
-    ap.add_argument("--cap", type=float, default=60.0, help="stop growing m for a (V, k) past this many seconds")
+    ap.add_argument("--cap", type=float, default=60.0, help="skip an m whose old-path verdicts would take longer (s)")
     ap.add_argument("--bisect", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -64,7 +64,8 @@ def main() -> None:
     for V in (int(v) for v in args.V.split(",")):
         for k in support_sizes(V, args.k):
             t_star = separability_threshold(V, k)
-            for m in (int(x) for x in args.m.split(",")):
+            ms = [int(x) for x in args.m.split(",")]
+            for i, m in enumerate(ms):
                 full = random_ntp(m, m, V, k, seed=args.seed)
                 ds = sorted({min(m, max(1, round(f * t_star * m))) for f in fractions})
                 times = {f: 0.0 for f in FORMS}
@@ -87,8 +88,8 @@ def main() -> None:
                     brows.append([V, k, m, n_old, t_old, t_new, n_g, t_g, t_old / t_new, t_old / t_g,
                                   d_old == d_new == d_g])
                     print(*brows[-1], flush=True)
-                if times["feasibility"] > args.cap:
-                    break
+                if i + 1 < len(ms) and times["feasibility"] * (ms[i + 1] / m) ** 3 > args.cap:
+                    break  # LP time grows about like m^3 (measured: x8 to x13 per doubling of m)
     print_table("NTP-separability verdicts, seconds per verdict (one CPU thread; old = feasibility LP + Gordan LP, "
                 "new = one capped margin LP)",
                 ["V", "k", "m", "d", "sep/not", "old s", "new s", "old/new", "new verdicts/s", "certified",
