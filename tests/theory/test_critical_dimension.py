@@ -1,5 +1,7 @@
 """critical_dimension (nested-d search from a guess) against a full scan of verdicts over d."""
 
+import math
+
 import pytest
 
 from ntpbias.data.ntp import NTPData
@@ -20,6 +22,8 @@ def test_search_equals_full_scan_for_every_guess(V, k, seed):
         assert found == d_star
         assert all(r.certified and r.separable == (d >= d_star) for d, r in verdicts.items())
         assert d_star in verdicts and (d_star == 1 or d_star - 1 in verdicts)
+        if guess is None:  # plain bisection on (0, m + 1]
+            assert len(verdicts) <= math.ceil(math.log2(m + 1))
 
 
 def test_not_separable_at_full_dimension():

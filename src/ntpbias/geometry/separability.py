@@ -234,7 +234,7 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, method: str =
     Parameters
     ----------
     data : NTPData with embeddings H: (m, d)
-    guess : first dimension tried, clipped to 1..d (default d // 2)
+    guess : first dimension tried, clipped to 1..d (default: none, plain bisection)
     method, options : passed to :func:`ntp_separability`
 
     Returns
@@ -253,15 +253,16 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, method: str =
             verdicts[d] = ntp_separability(sub, method=method, **options)
         return verdicts[d].separable
 
-    g = min(max(d_max // 2 if guess is None else int(guess), 1), d_max)
-    step = 1
-    if separable(g):  # walk down until a non-separable dimension brackets d* in (lo, hi]
+    if guess is None:  # plain bisection on (0, d_max + 1]
+        lo, hi = 0, d_max + 1
+    elif separable(g := min(max(int(guess), 1), d_max)):  # walk down until a non-separable d brackets d* in (lo, hi]
+        step = 1
         hi, lo = g, g - 1
         while separable(lo):
             hi, step = lo, 2 * step
             lo = max(hi - step, 0)
     else:  # walk up until a separable dimension
-        lo, hi = g, min(g + 1, d_max + 1)
+        lo, hi, step = g, min(g + 1, d_max + 1), 1
         while hi <= d_max and not separable(hi):
             lo, step = hi, 2 * step
             hi = min(lo + step, d_max + 1)
