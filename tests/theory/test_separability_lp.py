@@ -70,3 +70,37 @@ def test_unknown_lp_form_raises():
     data = NTPData.from_arrays(torch.eye(2, dtype=torch.float64), np.array([[1.0, 0.0], [0.0, 1.0]]))
     with pytest.raises(SolverError):
         ntp_separability(data, method="lp", lp_form="simplex")
+
+
+@pytest.mark.parametrize("ipm_from", [0, 10**9])
+def test_interior_point_and_simplex_give_the_same_certified_verdicts(monkeypatch, ipm_from):
+    """Every LP solved by HiGHS's IPM (ipm_from = 0) or by dual simplex (10**9): same verdicts as the two-LP path."""
+    from ntpbias.geometry import separability
+
+    monkeypatch.setattr(separability, "IPM_MIN_COLUMNS", ipm_from)
+    full = random_ntp(24, 24, 6, 2, seed=7)
+    verdicts = []
+    for d in range(3, 24, 3):
+        data = NTPData.from_arrays(full.H[:, :d], full.P)
+        new = ntp_separability(data, method="lp")
+        _check_certificate(new, data)
+        assert new.certified
+        assert new.separable == ntp_separability(data, method="lp", lp_form="feasibility").separable
+        verdicts.append(new.separable)
+    assert verdicts == sorted(verdicts) and True in verdicts and False in verdicts
+
+
+def test_large_lp_uses_interior_point_and_agrees():
+    """V d >= IPM_MIN_COLUMNS (V = 20, |S_j| = 10, m = 50): the default path is the IPM; verdicts agree."""
+    from ntpbias.geometry.separability import IPM_MIN_COLUMNS
+
+    full = random_ntp(50, 50, 20, 10, seed=2)
+    seen = set()
+    for d in (30, 36, 42):
+        assert 20 * d >= IPM_MIN_COLUMNS
+        data = NTPData.from_arrays(full.H[:, :d], full.P)
+        new = ntp_separability(data, method="lp")
+        _check_certificate(new, data)
+        assert new.certified and new.separable == ntp_separability(data, method="lp", lp_form="feasibility").separable
+        seen.add(new.separable)
+    assert seen == {True, False}
