@@ -78,6 +78,7 @@ def test_interior_point_and_simplex_give_the_same_certified_verdicts(monkeypatch
     from ntpbias.geometry import separability
 
     monkeypatch.setattr(separability, "IPM_MIN_COLUMNS", ipm_from)
+    monkeypatch.setattr(separability, "IPM_MIN_ROWS", ipm_from)
     full = random_ntp(24, 24, 6, 2, seed=7)
     verdicts = []
     for d in range(3, 24, 3):
@@ -91,13 +92,13 @@ def test_interior_point_and_simplex_give_the_same_certified_verdicts(monkeypatch
 
 
 def test_large_lp_uses_interior_point_and_agrees():
-    """V d >= IPM_MIN_COLUMNS (V = 20, |S_j| = 10, m = 50): the default path is the IPM; verdicts agree."""
-    from ntpbias.geometry.separability import IPM_MIN_COLUMNS
+    """V = 20, |S_j| = 10, m = 70: m (V - 1) rows and V d columns reach the IPM's thresholds; verdicts agree."""
+    from ntpbias.geometry.separability import IPM_MIN_COLUMNS, IPM_MIN_ROWS
 
-    full = random_ntp(50, 50, 20, 10, seed=2)
+    full = random_ntp(70, 70, 20, 10, seed=2)
     seen = set()
-    for d in (30, 36, 42):
-        assert 20 * d >= IPM_MIN_COLUMNS
+    for d in (40, 48, 56):
+        assert 20 * d >= IPM_MIN_COLUMNS and 70 * 19 >= IPM_MIN_ROWS
         data = NTPData.from_arrays(full.H[:, :d], full.P)
         new = ntp_separability(data, method="lp")
         _check_certificate(new, data)

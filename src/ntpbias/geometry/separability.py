@@ -13,10 +13,10 @@ exceed out-of-support ones). Two methods:
   A_in^T y + A_eq^T μ = 0 (stationarity in W and in s, where the bound s <= 1 is inactive), which proves that no W
   has A_in(W) > 0 and A_eq(W) = 0 (since then 0 = <W, A_in^T y + A_eq^T μ> = y^T A_in(W) > 0). When the duals
   miss the tolerance, a dedicated Gordan LP (find such y, μ) recomputes the certificate. Large LPs (from
-  :data:`IPM_MIN_COLUMNS` columns) are solved by HiGHS's interior-point method with crossover, small ones by dual
-  simplex. ``lp_form="feasibility"``
-  is the earlier two-LP path (the feasibility LP A_in(W) >= 1, then the Gordan LP on infeasible data), kept as the
-  reference of ``benchmarks/bench_separability.py``: it solves two LPs per non-separable verdict.
+  :data:`IPM_MIN_ROWS` rows and :data:`IPM_MIN_COLUMNS` columns) are solved by HiGHS's interior-point method with
+  crossover, small ones by dual simplex. ``lp_form="feasibility"`` is the earlier two-LP path (the feasibility LP
+  A_in(W) >= 1, then the Gordan LP on infeasible data), kept as the reference of
+  ``benchmarks/bench_separability.py``: it solves two LPs per non-separable verdict.
 * ``"dual"`` (large problems, where the LP's constraint matrix is too big): the matrix-free dual solver of the
   NTP-SVM (:mod:`ntpbias.geometry.dual`). A certified W^mm is a separating W (cleaned and rescaled as above) and
   is kept for the NTP-SVM; a diverging dual yields normalized multipliers as the Gordan certificate, whose
@@ -45,9 +45,10 @@ from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
 CERT_TOL = 1e-7
 #: ``method="auto"`` solves the LP up to this many constraint-matrix nonzeros and uses the dual solver beyond.
 LP_MAX_NNZ = 300_000
-#: the margin LP uses HiGHS's interior-point method (with crossover) from this many columns V*d, dual simplex below
-#: (measured by benchmarks/bench_separability.py: IPM 1.2-3.5x faster from V*d ~ 800, slower on small LPs)
-IPM_MIN_COLUMNS = 600
+#: the margin LP uses HiGHS's interior-point method (with crossover) from this many rows and columns (V*d), dual
+#: simplex below. Measured on random NTP data near the threshold: IPM 1.2-3.5x faster with >= 1600 rows and >= 600
+#: columns, equal at ~1800 x 440, 1.2-2x slower with 800 rows (V = 2, m = 800; V = 5, |S_j| = 2, m = 200)
+IPM_MIN_ROWS, IPM_MIN_COLUMNS = 1200, 400
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,8 +132,10 @@ def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "mar
     c[0] = -1.0
     A_ub = sp.hstack([sp.csr_matrix(np.ones((r_in, 1))), -A_in]).tocsr()
     A_eq1 = None if A_eq is None else sp.hstack([sp.csr_matrix((A_eq.shape[0], 1)), A_eq]).tocsr()
+    rows = r_in + (0 if A_eq is None else A_eq.shape[0])
+    algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and n >= IPM_MIN_COLUMNS else "highs-ds"
     res = linprog(c, A_ub=A_ub, b_ub=np.zeros(r_in), A_eq=A_eq1, b_eq=b_eq, bounds=[(None, 1.0)] + [(None, None)] * n,
-                  method="highs-ipm" if n >= IPM_MIN_COLUMNS else "highs-ds")
+                  method=algorithm)
     if res.status == 0 and res.x[0] > 0.5:  # s* = 1: the primal W separates
         verdict = _separating_certificate(res.x[1:], data, cons)
         if verdict is not None:
