@@ -3,10 +3,20 @@
 Separable: some W satisfies A_eq(W) = 0 (W ∈ F^⊥, in-support logits tied) and A_in(W) >= 1 (in-support logits
 exceed out-of-support ones). Two methods:
 
-* ``"lp"`` (small problems): the LP (HiGHS through scipy) either returns such a W, which is then cleaned
-  (projected onto F^⊥ exactly and rescaled to margin 1) and checked, or reports infeasibility, in which case a
-  Gordan-type certificate is computed: y >= 0 with Σy = 1 and μ such that A_in^T y + A_eq^T μ = 0, which proves
-  that no W has A_in(W) > 0 and A_eq(W) = 0 (since then 0 = <W, A_in^T y + A_eq^T μ> = y^T A_in(W) > 0).
+* ``"lp"`` (small problems): one LP (HiGHS through scipy), the capped margin program
+
+      max s  subject to  A_in(W) >= s 1,  A_eq(W) = 0,  s <= 1        (W free),
+
+  decides either way. Its optimum is s* = 1 when the data are separable (scale any separating W) and s* = 0
+  otherwise; the primal W is then cleaned (projected onto F^⊥ exactly and rescaled to margin 1) and checked, and
+  otherwise the LP duals are a Gordan-type certificate: y >= 0 with Σy = 1 and μ such that
+  A_in^T y + A_eq^T μ = 0 (stationarity in W and in s, where the bound s <= 1 is inactive), which proves that no W
+  has A_in(W) > 0 and A_eq(W) = 0 (since then 0 = <W, A_in^T y + A_eq^T μ> = y^T A_in(W) > 0). When the duals
+  miss the tolerance, a dedicated Gordan LP (find such y, μ) recomputes the certificate. Large LPs (from
+  :data:`IPM_MIN_ROWS` rows and :data:`IPM_MIN_COLUMNS` columns) are solved by HiGHS's interior-point method with
+  crossover, small ones by dual simplex. ``lp_form="feasibility"`` is the earlier two-LP path (the feasibility LP
+  A_in(W) >= 1, then the Gordan LP on infeasible data), kept as the reference of
+  ``benchmarks/bench_separability.py``: it solves two LPs per non-separable verdict.
 * ``"dual"`` (large problems, where the LP's constraint matrix is too big): the matrix-free dual solver of the
   NTP-SVM (:mod:`ntpbias.geometry.dual`). A certified W^mm is a separating W (cleaned and rescaled as above) and
   is kept for the NTP-SVM; a diverging dual yields normalized multipliers as the Gordan certificate, whose
@@ -35,6 +45,10 @@ from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
 CERT_TOL = 1e-7
 #: ``method="auto"`` solves the LP up to this many constraint-matrix nonzeros and uses the dual solver beyond.
 LP_MAX_NNZ = 300_000
+#: the margin LP uses HiGHS's interior-point method (with crossover) from this many rows and columns (V*d), dual
+#: simplex below. Measured on random NTP data near the threshold: IPM 1.2-3.5x faster with >= 1600 rows and >= 600
+#: columns, equal at ~1800 x 440, 1.2-2x slower with 800 rows (V = 2, m = 800; V = 5, |S_j| = 2, m = 200)
+IPM_MIN_ROWS, IPM_MIN_COLUMNS = 1200, 400
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,12 +85,14 @@ class SeparabilityResult:
     svm: SVMResult | None = None
 
 
-def ntp_separability(data: NTPData, *, method: str = "auto", **solver_options) -> SeparabilityResult:
+def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "margin",
+                     **solver_options) -> SeparabilityResult:
     """Decide NTP-separability of ``data`` and return a checkable certificate.
 
     ``method``: ``"auto"`` (the LP up to :data:`LP_MAX_NNZ` constraint nonzeros, the dual solver beyond),
-    ``"lp"`` or ``"dual"``. ``solver_options`` (``dtype``, ``device``, ``max_iter``, ``warm_start``) go to the
-    dual solver.
+    ``"lp"`` or ``"dual"``. ``lp_form`` (LP only): ``"margin"`` (one LP decides both ways, module docstring) or
+    ``"feasibility"`` (the earlier two-LP path). ``solver_options`` (``dtype``, ``device``, ``max_iter``,
+    ``warm_start``) go to the dual solver.
 
     Examples
     --------
@@ -88,6 +104,8 @@ def ntp_separability(data: NTPData, *, method: str = "auto", **solver_options) -
     cons = constraints(data)
     if method not in ("auto", "lp", "dual"):
         raise SolverError(f"unknown separability method {method!r}; choose auto, lp or dual")
+    if lp_form not in ("margin", "feasibility"):
+        raise SolverError(f"unknown separability lp_form {lp_form!r}; choose margin or feasibility")
     if len(cons.ineq) == 0:
         return SeparabilityResult(False, None, None, None, 0.0, True,
                                   "every context has full support: the entropy is attained at W* and no "
@@ -97,23 +115,57 @@ def ntp_separability(data: NTPData, *, method: str = "auto", **solver_options) -
         return _dual_verdict(data, program, **solver_options)
     A_in = cons.ineq.to_sparse()
     A_eq = cons.eq.to_sparse() if len(cons.eq) else None
-    n = A_in.shape[1]
-    res = linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(A_in.shape[0]), A_eq=A_eq,
-                  b_eq=None if A_eq is None else np.zeros(A_eq.shape[0]), bounds=(None, None), method="highs")
-    if res.status == 0:
-        W = torch.as_tensor(res.x, dtype=data.H.dtype).reshape(data.V, data.d).to(data.H.device)
-        W = subspace(data).project_perp(W)
-        margin = float(cons.ineq.apply(W).min())
-        if margin > 0:
-            W = W / margin
-            eq_res = float(cons.eq.apply(W).abs().max()) if len(cons.eq) else 0.0
-            residual = max(1 - float(cons.ineq.apply(W).min()), eq_res, 0.0)
-            return SeparabilityResult(True, W, None, None, residual, residual <= CERT_TOL,
-                                      "an LP found W in F^⊥ with every in-support logit at least 1 above every "
-                                      "out-of-support logit")
-    elif res.status not in (2, 4):  # 2 = infeasible; 4 = HiGHS numerical trouble: let the Gordan LP decide
+    r_in, n = A_in.shape
+    b_eq = None if A_eq is None else np.zeros(A_eq.shape[0])
+    if lp_form == "feasibility":
+        res = linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(r_in), A_eq=A_eq, b_eq=b_eq, bounds=(None, None),
+                      method="highs")
+        if res.status == 0:
+            verdict = _separating_certificate(res.x, data, cons)
+            if verdict is not None:
+                return verdict
+        elif res.status not in (2, 4):  # 2 = infeasible; 4 = HiGHS numerical trouble: let the Gordan LP decide
+            raise SolverError(f"separability LP failed: {res.message}")
+        return _gordan_certificate(A_in, A_eq, data)
+    # the capped margin LP over x = [s, vec W]: min -s, s 1 - A_in W <= 0, A_eq W = 0, s <= 1
+    c = np.zeros(n + 1)
+    c[0] = -1.0
+    A_ub = sp.hstack([sp.csr_matrix(np.ones((r_in, 1))), -A_in]).tocsr()
+    A_eq1 = None if A_eq is None else sp.hstack([sp.csr_matrix((A_eq.shape[0], 1)), A_eq]).tocsr()
+    rows = r_in + (0 if A_eq is None else A_eq.shape[0])
+    algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and n >= IPM_MIN_COLUMNS else "highs-ds"
+    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(r_in), A_eq=A_eq1, b_eq=b_eq, bounds=[(None, 1.0)] + [(None, None)] * n,
+                  method=algorithm)
+    if res.status == 0 and res.x[0] > 0.5:  # s* = 1: the primal W separates
+        verdict = _separating_certificate(res.x[1:], data, cons)
+        if verdict is not None:
+            return verdict
+    elif res.status == 0:  # s* = 0: the duals (scipy's marginals are the negated multipliers) are the certificate
+        y = np.maximum(-res.ineqlin.marginals, 0.0)
+        mu = res.eqlin.marginals if A_eq is not None else np.zeros(0)
+        if y.sum() > 0:
+            verdict = _gordan_result(A_in, A_eq, y / y.sum(), mu / y.sum(), data)
+            if verdict.certified:
+                return verdict
+    elif res.status != 4:  # 4 = HiGHS numerical trouble: let the Gordan LP decide
         raise SolverError(f"separability LP failed: {res.message}")
     return _gordan_certificate(A_in, A_eq, data)
+
+
+def _separating_certificate(x: np.ndarray, data: NTPData, cons) -> SeparabilityResult | None:
+    """The LP's W (flattened, (V*d,)) cleaned: projected onto F^⊥, rescaled to margin 1; None if it separates
+    nothing after the projection."""
+    W = torch.as_tensor(x, dtype=data.H.dtype).reshape(data.V, data.d).to(data.H.device)
+    W = subspace(data).project_perp(W)
+    margin = float(cons.ineq.apply(W).min())
+    if margin <= 0:
+        return None
+    W = W / margin
+    eq_res = float(cons.eq.apply(W).abs().max()) if len(cons.eq) else 0.0
+    residual = max(1 - float(cons.ineq.apply(W).min()), eq_res, 0.0)
+    return SeparabilityResult(True, W, None, None, residual, residual <= CERT_TOL,
+                              "an LP found W in F^⊥ with every in-support logit at least 1 above every "
+                              "out-of-support logit")
 
 
 def _dual_verdict(data: NTPData, program: MarginProgram, **options) -> SeparabilityResult:
@@ -160,7 +212,12 @@ def _gordan_certificate(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, data: N
     res = linprog(np.zeros(r_in + r_eq), A_eq=M.tocsr(), b_eq=rhs, bounds=bounds, method="highs")
     if res.status != 0:
         raise SolverError(f"the separability LP was infeasible but no Gordan certificate was found: {res.message}")
-    y, mu = res.x[:r_in], res.x[r_in:]
+    return _gordan_result(A_in, A_eq, res.x[:r_in], res.x[r_in:], data)
+
+
+def _gordan_result(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, y: np.ndarray, mu: np.ndarray,
+                   data: NTPData) -> SeparabilityResult:
+    """Non-separable verdict with the Gordan certificate (y, μ), its residual ||A_in^T y + A_eq^T μ|| recomputed."""
     residual = A_in.T @ y + (A_eq.T @ mu if A_eq is not None else 0)
     resid = float(np.linalg.norm(residual))
     dtype = data.H.dtype
@@ -168,3 +225,59 @@ def _gordan_certificate(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, data: N
                               resid, resid <= CERT_TOL,
                               "no W in F^⊥ separates in-support from out-of-support tokens (Gordan certificate: a "
                               "convex combination of the separation constraints cancels out)")
+
+
+def critical_dimension(data: NTPData, guess: int | None = None, *, method: str = "lp",
+                       **options) -> tuple[int, dict[int, SeparabilityResult]]:
+    """Smallest d such that the first d embedding coordinates of ``data`` are NTP-separable (nested dimensions).
+
+    Separability is monotone in d along nested coordinates (a separating W for d coordinates, padded with zero
+    columns, separates with more), so a search suffices: starting at ``guess`` (e.g. the predicted threshold
+    round(δ* m) of :func:`ntpbias.geometry.thresholds.separability_threshold`), steps of 1, 2, 4, ... away from it
+    bracket d*, then bisection closes the bracket. With a guess within g of d* this takes about 2 log2(g) + 2
+    verdicts, all near d* (the cheap end for small thresholds), instead of log2(d) starting at d/2; without a
+    guess it is the bisection on 0..d. d = 0 is not separable (all logits vanish); the full d is not assumed
+    separable (it is, almost surely, for Gaussian H with d >= m: Lemma 1 of paper A).
+
+    Parameters
+    ----------
+    data : NTPData with embeddings H: (m, d)
+    guess : first dimension tried, clipped to 1..d (default: none, plain bisection)
+    method, options : passed to :func:`ntp_separability`
+
+    Returns
+    -------
+    d_star : int, the smallest separable dimension (d + 1 if even the full d is not separable)
+    verdicts : {dimension: SeparabilityResult} of every verdict taken, with its certificate
+    """
+    d_max = data.d
+    verdicts: dict[int, SeparabilityResult] = {}
+
+    def separable(d: int) -> bool:
+        if d == 0:
+            return False
+        if d not in verdicts:
+            sub = data if d == d_max else NTPData.from_arrays(data.H[:, :d], data.P, data.pi)
+            verdicts[d] = ntp_separability(sub, method=method, **options)
+        return verdicts[d].separable
+
+    if guess is None:  # plain bisection on (0, d_max + 1]
+        lo, hi = 0, d_max + 1
+    elif separable(g := min(max(int(guess), 1), d_max)):  # walk down until a non-separable d brackets d* in (lo, hi]
+        step = 1
+        hi, lo = g, g - 1
+        while separable(lo):
+            hi, step = lo, 2 * step
+            lo = max(hi - step, 0)
+    else:  # walk up until a separable dimension
+        lo, hi, step = g, min(g + 1, d_max + 1), 1
+        while hi <= d_max and not separable(hi):
+            lo, step = hi, 2 * step
+            hi = min(lo + step, d_max + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if separable(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, verdicts
