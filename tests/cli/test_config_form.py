@@ -42,3 +42,44 @@ def test_an_old_config_file_is_refused_with_the_new_key(tmp_path, cli, assert_us
     old.write_text('experiment = "transformer"\nsteps1 = 900\nsteps2 = 900\n')
     code, _, err = cli("train", old, "--out", tmp_path / "run", "--quiet")
     assert_user_error(code, err, "setting steps1 has moved to stage1.steps")
+
+
+def test_resume_refuses_another_run_and_accepts_more_steps(tmp_path, cli, assert_user_error):
+    out = tmp_path / "run"
+    base = ["train", "--preset", "linear-fig4-gd", "--set", "data.m=8", "--set", "data.d=10", "--out", out, "--quiet"]
+    code, _, err = cli(*base, "--set", "train.steps=40")
+    assert code == 0, err
+    for change, key in (("optimizer.lr=0.1", "optimizer"), ("data.seed=3", "initial loss"), ("data.d=11", "params")):
+        code, _, err = cli(*base, "--set", "train.steps=80", "--set", change, "--resume")
+        assert_user_error(code, err, "would continue another run")
+        assert f"{key}: " in err
+    code, _, err = cli(*base, "--set", "train.steps=20", "--resume")
+    assert_user_error(code, err, "beyond train.steps = 20")
+    code, _, err = cli(*base, "--set", "train.steps=80", "--resume")
+    assert code == 0, err
+    fresh = tmp_path / "fresh"
+    cli(*base[:-3], "--out", fresh, "--quiet", "--set", "train.steps=80")
+    assert (out / "metrics.csv").read_text() == (fresh / "metrics.csv").read_text()  # resumed == uninterrupted
+
+
+def test_a_damaged_checkpoint_gives_one_line(tmp_path, cli, assert_user_error):
+    out = tmp_path / "run"
+    base = ["train", "--preset", "linear-fig4-gd", "--set", "data.m=8", "--set", "data.d=10", "--out", out, "--quiet"]
+    assert cli(*base, "--set", "train.steps=20")[0] == 0
+    checkpoint = next(out.rglob("last.pt"))
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])
+    code, _, err = cli(*base, "--set", "train.steps=40", "--resume")
+    assert_user_error(code, err, "not a readable ntpbias checkpoint")
+
+
+def test_a_bug_exits_1_with_one_line_not_a_user_error(tmp_path, cli, monkeypatch):
+    import ntpbias.api
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(ntpbias.api, "save_run", broken)
+    code, _, err = cli("train", "--preset", "linear-fig4-gd", "--set", "train.steps=5", "--set", "data.m=8",
+                       "--set", "data.d=10", "--out", tmp_path / "run", "--quiet")
+    assert code == 1 and err.count("\n") == 1 and "internal error (a bug" in err and "RuntimeError: boom" in err
+    assert "Traceback" not in err

@@ -4,13 +4,15 @@ The click group and the helpers the commands share are in :mod:`ntpbias.cli._com
 module of this package and registers itself on the group.
 
 User mistakes print one line ``ntpbias: error: <what, where, how to fix>`` and exit with status 2, without a
-traceback (``--debug`` shows it); nothing is half-written because every output goes through
-:mod:`ntpbias.io`.
+traceback (``--debug`` shows it); nothing is half-written because every output goes through :mod:`ntpbias.io`. An
+unexpected exception is a bug, not a user mistake: one line saying so, exit status 1 (``--debug`` shows the
+traceback). Library warnings (numpy, torch) are shown only with ``--debug``.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 
 import click
 
@@ -18,7 +20,10 @@ from ..errors import NTPBiasError
 from . import analyze, corpus, predict, reproduce, structure, sweep, train  # noqa: F401  (each registers its command)
 from ._common import EXIT_USER_ERROR, cli
 
-__all__ = ["EXIT_USER_ERROR", "cli", "main"]
+__all__ = ["EXIT_BUG", "EXIT_USER_ERROR", "cli", "main"]
+
+#: exit status of an unexpected exception (a bug in ntpbias or a library), as opposed to a user mistake (2)
+EXIT_BUG = 1
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     try:
-        rv = cli.main(args=args, prog_name="ntpbias", standalone_mode=False)
+        with warnings.catch_warnings():
+            if not debug:
+                warnings.simplefilter("ignore")
+            rv = cli.main(args=args, prog_name="ntpbias", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("ntpbias: interrupted", err=True)
         sys.exit(130)
@@ -41,6 +49,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("ntpbias: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug: never dressed up as a user error
+        if debug:
+            raise
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        click.echo(f"ntpbias: internal error (a bug, please report it): {message}; rerun with --debug for the "
+                   "traceback", err=True)
+        sys.exit(EXIT_BUG)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

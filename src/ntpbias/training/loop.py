@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..config import Config, setting
+from ..errors import ConfigError, DataError
 from ..io import atomic_path
 from .history import History
 from .optimizers import Optimizer
@@ -99,11 +100,23 @@ class Trainer:
     def checkpoint_path(self) -> Path | None:
         return None if self.checkpoint_dir is None else self.checkpoint_dir / "last.pt"
 
+    def identity(self, init: dict[str, torch.Tensor]) -> dict:
+        """What a resumed run must share with the checkpointed one (only ``steps`` and the logging may change): the
+        initial parameters' shapes and dtypes, the optimizer's settings, the seeds, and the loss at the initial
+        parameters (12 significant digits), which differs when the data or the model settings do."""
+        fresh = [torch.Generator().manual_seed(0) for _ in self.seeds]
+        loss = self.problem.loss_and_grad(init, 0, fresh)[0].detach().double().cpu().tolist()
+        return {"seeds": list(self.seeds),
+                "params": {k: [list(v.shape), str(v.dtype)] for k, v in init.items()},
+                "optimizer": {k: list(v) if isinstance(v, tuple) else v
+                              for k, v in vars(self.optimizer.config).items()},
+                "initial loss": [float(f"{x:.12g}") for x in loss]}
+
     def _save(self, step: int, params, generators, log: list, status: str) -> None:
         if self.checkpoint_path is None:
             return
         state = {
-            "step": step, "seeds": self.seeds, "status": status,
+            "step": step, "seeds": self.seeds, "status": status, "identity": repr(self._identity),
             "params": {k: v.detach().cpu() for k, v in params.items()},
             "optimizer": _to_cpu(self.optimizer.state_dict()),
             "generators": [g.get_state() for g in generators],
@@ -113,13 +126,28 @@ class Trainer:
         with atomic_path(self.checkpoint_path) as tmp:
             torch.save(state, tmp)
 
-    def _load(self):
+    def _load(self, template: dict[str, torch.Tensor]) -> dict:
+        """The checkpoint, refused with a one-line error when it is unreadable or belongs to another run: a resumed
+        run may only train more steps of the same configuration."""
         path = self.checkpoint_path
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if list(state["seeds"]) != self.seeds:
-            from ..errors import ConfigError
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            saved, step = state["identity"], int(state["step"])
+        except Exception as exc:  # a truncated, empty or foreign file: torch raises several types
+            raise DataError(f"{path}: not a readable ntpbias checkpoint ({type(exc).__name__}); delete it (or the "
+                            "run directory) to start over without --resume") from None
+        mine = self._identity
+        if saved != repr(mine):
+            import ast
 
-            raise ConfigError(f"{path}: checkpoint was written for seeds {state['seeds']}, not {self.seeds}")
+            old = ast.literal_eval(saved)
+            keys = sorted(k for k in mine if old.get(k) != mine[k])
+            detail = "; ".join(f"{k}: {old.get(k)} -> {mine[k]}" for k in keys)
+            raise ConfigError(f"{path}: --resume would continue another run ({detail}); only train.steps may change: "
+                              "start over in a new output directory instead")
+        if step > self.config.steps:
+            raise ConfigError(f"{path}: the checkpoint is at step {step}, beyond train.steps = {self.config.steps}; "
+                              "--resume only extends a run")
         return state
 
     # -------------------------------------------------------------------------------- the loop
@@ -129,18 +157,19 @@ class Trainer:
         generators = [torch.Generator().manual_seed(10_000_019 * s + 17) for s in self.seeds]
         start_step, log = 0, []  # log: (step, {metric: (B,) float64 array}) per logged step
         self._monotonicity = {"prev": None, "max_increase": None}
+        template = self.problem.init_params(self.seeds)
+        self._identity = self.identity(template) if self.checkpoint_path is not None else None
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
-            state = self._load()
+            state = self._load(template)
             start_step = int(state["step"])
             log = [(int(s), {k: v.numpy() for k, v in values.items()}) for s, values in state["log"]]
-            template = self.problem.init_params(self.seeds)
             params = {k: state["params"][k].to(device=v.device, dtype=v.dtype) for k, v in template.items()}
             self.optimizer.load_state_dict(_to_device(state["optimizer"], next(iter(params.values())).device))
             for g, s in zip(generators, state["generators"], strict=True):
                 g.set_state(s)
             self._monotonicity = _to_device(state["monotonicity"], next(iter(params.values())).device)
         else:
-            params = self.problem.init_params(self.seeds)
+            params = template
         logs = set(log_steps(cfg).tolist())
         status, message = "completed", ""
         t0 = time.perf_counter()
