@@ -274,10 +274,16 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, method: str =
         while hi <= d_max and not separable(hi):
             lo, step = hi, 2 * step
             hi = min(lo + step, d_max + 1)
+    return smallest_true(separable, lo, hi), verdicts
+
+
+def smallest_true(pred, lo: int, hi: int) -> int:
+    """Smallest d in (lo, hi] with pred(d), by bisection, for pred monotone in d with pred(lo) false and pred(hi)
+    true (pred(hi) is not evaluated)."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if separable(mid):
+        if pred(mid):
             hi = mid
         else:
             lo = mid
-    return hi, verdicts
+    return hi

@@ -53,11 +53,7 @@ def run_group(ctx: RunContext) -> RunResult:
 
     if ctx.wants("linear-fig1") or ctx.wants("linear-fig2"):
         cfg = _prepare(scaled(TWO_D, ctx.scale), ctx)
-        data = _data_for(cfg)
-        ctx.say("2D example: W*, W^mm")
-        ref, facts = reference(data, cfg.model.solver)
-        data.save(out / "data" / "two_d.npz")
-        write_npz(out / "data" / "two_d_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        data, ref, facts = _dataset(cfg, out, "two_d", ctx)
         section.tables.append(Table("2D example dataset", ("quantity", "value"), tuple(facts.items())))
         section.checks.extend(_two_d_checks(data, ref))
         paper_rows.append(_entropy_row("entropy H of the 2D example (nats)", PAPER_ENTROPY["two_d"], cfg))
@@ -76,11 +72,7 @@ def run_group(ctx: RunContext) -> RunResult:
                                             "linear-spread"))
     if needs_main:
         base = _prepare(scaled(FIG4, ctx.scale), ctx)
-        data = _data_for(base)
-        ctx.say("overparameterized dataset: W*, W^mm")
-        ref, facts = reference(data, base.model.solver)
-        data.save(out / "data" / "overparameterized.npz")
-        write_npz(out / "data" / "overparameterized_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+        data, ref, facts = _dataset(base, out, "overparameterized", ctx)
         section.facts.update(facts)
         section.checks.extend(_geometry_checks(data, ref))
         paper_rows.append(_entropy_row("entropy H of the Figs. 3-5 dataset (nats)", PAPER_ENTROPY["random"], base))
@@ -129,6 +121,16 @@ def run_group(ctx: RunContext) -> RunResult:
                                     tuple(paper_rows)))
     return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds,
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
+
+
+def _dataset(cfg: LinearConfig, out, name: str, ctx: RunContext) -> tuple[NTPData, LinearReference, dict]:
+    """Build ``cfg``'s dataset and its reference objects, and save both under ``out/data/<name>*.npz``."""
+    data = _data_for(cfg)
+    ctx.say(f"{name} dataset: W*, W^mm")
+    ref, facts = reference(data, cfg.model.solver)
+    data.save(out / "data" / f"{name}.npz")
+    write_npz(out / "data" / f"{name}_geometry.npz", W_star=ref.F.W_star, W_mm=ref.W_mm)
+    return data, ref, facts
 
 
 #: entropies the paper states for its single random draws (App. A: Fig. 1's 2D example, Figs. 3-5's dataset)

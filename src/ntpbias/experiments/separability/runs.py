@@ -18,7 +18,7 @@ import numpy as np
 
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp
-from ...geometry.separability import ntp_separability
+from ...geometry.separability import ntp_separability, smallest_true
 from ...geometry.subspace import counting_bound, subspace
 from ...parallel import ExecutorConfig, map_tasks
 from ...stats import median_ci
@@ -116,8 +116,8 @@ def critical_dimensions(task: Trial) -> TrialResult:
             residuals[F.compatible].append(F.compatibility_residual)
         return comp[d]
 
-    d_sep = _smallest_true(separable, 0, task.m)
-    d_comp = 0 if task.k == 1 else _smallest_true(compatible, 0, task.m)
+    d_sep = smallest_true(separable, 0, task.m)
+    d_comp = 0 if task.k == 1 else smallest_true(compatible, 0, task.m)
     consistent = True
     if task.scan:
         for pred, d_star in ((separable, d_sep), (compatible, d_comp)):
@@ -127,17 +127,6 @@ def critical_dimensions(task: Trial) -> TrialResult:
     return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, counts["solves"], counts["certified"],
                        max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
                        task.scan, bool(consistent), time.perf_counter() - t0)
-
-
-def _smallest_true(pred, lo: int, hi: int) -> int:
-    """Smallest d in (lo, hi] with pred(d), for pred monotone, pred(lo) false and pred(hi) assumed true."""
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pred(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inprocess") -> list[TrialResult]:

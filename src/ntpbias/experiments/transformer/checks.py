@@ -218,7 +218,7 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
                       "relative to the smallest loss; 1e-14 allows round-off)", max(m["inc"]), ROUNDOFF,
                       "Thm 2 of paper C"),
         check_at_least(f"{label}: loss above its floor", "L(θ^(t)) > L* = L at full attention on optimal tokens "
-                       "(smallest L - L*)", min(m["above"]), 1e-300, "docs/paper-c-transformer.md#objects, 5.17"),
+                       "(smallest L - L*)", min(m["above"]), 1e-300, "Thm 2 of paper C"),
         check_at_least(f"{label}: Lemma 5 monotone attention", "min_n φ_+^(n,t) is non-decreasing in t (smallest "
                        "increment)", min(m["mono"]), -1e-12, "Lemma 5 of paper C"),
         check_at_least(f"{label}: Lemma 5 attention floor", "φ_+^(n,T) >= 1/L^(n) for every sample n at the last "
