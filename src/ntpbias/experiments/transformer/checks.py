@@ -78,7 +78,7 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
                and r.task.structure.check("collocation").holds for r in runs):
         return [], [f"{label}: stage-1 theory checks skipped: they need a collocation (Assumption 1(i)), orthonormal "
                     "embeddings (Assumption 2) and Algorithm 1's zero initialization"]
-    src, ex = "Prop. 1 of paper C", "docs/paper-c-transformer.md#objects [DERIVED]; 5.11"
+    src, ex = "Prop. 1 of paper C", "object 4 of docs/paper-c-transformer.md (our derivation)"
     dev_cos, dev_norm, dev_loss, slack, cos_gap, loss_ratio, spread, corollary, inc = ([] for _ in range(9))
     cos_bound_T = []
     for r in runs:
