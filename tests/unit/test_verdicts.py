@@ -99,3 +99,13 @@ def test_paper_c_checks_say_what_they_prove(tmp_path):
     thm2 = by_name["train: Theorem 2 attention bound"]
     assert thm2.premise_met is False and thm2.verdict in ("consistent", "inconsistent")  # t-condition unmet at t=60
     assert run.summary["tally"]["vacuous_shown"] >= 2
+
+
+def test_the_separability_study_puts_covers_threshold_beside_ours(tmp_path):
+    from ntpbias.experiments import RunContext
+    from ntpbias.experiments.separability import run_group
+
+    section = run_group(RunContext(out=tmp_path, scale="smoke")).section
+    table = next(t for t in section.tables if t.title == "Paper vs ntpbias")
+    assert table.rows[0][1] == 0.5 and table.rows[0][2].endswith("at m = 12")
+    assert all(c.kind in ("theorem", "sanity") and c.threshold_source for c in section.checks)
