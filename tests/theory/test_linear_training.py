@@ -23,7 +23,7 @@ def _train(instance, opt, steps, seeds=(0,)):
                    TrainConfig(steps=steps, log_points=30), seeds=list(seeds)).run()
 
 
-def _series(h, name, seed=0):
+def series(h, name, seed=0):
     return h.steps, h.seed_column(name, seed)
 
 
@@ -32,7 +32,7 @@ def test_gd_with_step_below_one_over_2L_decreases_the_loss_at_every_step(instanc
     eta = 1 / (2 * smoothness_bound(data))
     h = _train(instance, OptimizerConfig(name="gd", lr=eta), 3000, seeds=(0, 1))
     assert max(h.max_loss_increase) <= 0.0  # spec 12.11: monotone (every step, tracked by the loop)
-    _, gap = _series(h, "loss_gap")
+    _, gap = series(h, "loss_gap")
     assert gap[-1] < gap[0] and gap[-1] > 0  # CE > H for every finite W
 
 
@@ -49,21 +49,21 @@ def test_gd_invariants_hold_exactly(instance):
 def test_gd_trends_of_lemma2_and_theorem2(instance):
     data, ref = instance
     h = _train(instance, OptimizerConfig(name="gd", lr=0.5), 20_000)
-    steps, gap = _series(h, "loss_gap")
+    steps, gap = series(h, "loss_gap")
     late = steps >= 1000
     assert np.all(np.diff(gap[late]) <= 0) and gap[-1] < 5e-3  # CE -> H (Lemma 2)
-    _, norm = _series(h, "norm")
+    _, norm = series(h, "norm")
     assert np.all(np.diff(norm[late]) >= 0) and norm[-1] > 2 * norm[0]  # ||W_k|| -> inf
-    _, fnorm = _series(h, "F_norm")
+    _, fnorm = series(h, "F_norm")
     assert abs(fnorm[-1] - ref.F.norm_W_star) / ref.F.norm_W_star < 0.1  # P_F W_k bounded, -> ||W*||
-    _, f_err = _series(h, "F_error_rel")
+    _, f_err = series(h, "F_error_rel")
     assert f_err[-1] < 0.5 * f_err[np.searchsorted(steps, 1000)]  # P_F W_k -> W* (Thm 2)
-    _, cos = _series(h, "cos_mm")
-    _, cos_c = _series(h, "cos_mm_corrected")
+    _, cos = series(h, "cos_mm")
+    _, cos_c = series(h, "cos_mm_corrected")
     assert cos[-1] > cos[np.searchsorted(steps, 100)] and cos_c[-1] >= 0.9 and cos_c[-1] >= cos[-1]
-    _, margin = _series(h, "margin_perp")
+    _, margin = series(h, "margin_perp")
     assert margin[-1] > margin[np.searchsorted(steps, 1000)]  # spec 12.14: slowly rising
-    _, key = _series(h, "key_lemma")
+    _, key = series(h, "key_lemma")
     assert key[-1] == 1.0  # eq. (14) with alpha = 0.5 for large k (spec 12.15)
 
 
@@ -71,6 +71,6 @@ def test_gd_trends_of_lemma2_and_theorem2(instance):
 def test_ngd_and_adam_are_faster_with_the_same_bias(instance, opt):
     gd = _train(instance, OptimizerConfig(name="gd", lr=0.5), 5000)
     other = _train(instance, opt, 5000)
-    assert _series(other, "loss_gap")[1][-1] < _series(gd, "loss_gap")[1][-1]  # spec 12.17
-    assert _series(other, "cos_mm_corrected")[1][-1] >= 0.9
-    assert _series(other, "F_error_rel")[1][-1] < 0.2
+    assert series(other, "loss_gap")[1][-1] < series(gd, "loss_gap")[1][-1]  # spec 12.17
+    assert series(other, "cos_mm_corrected")[1][-1] >= 0.9
+    assert series(other, "F_error_rel")[1][-1] < 0.2

@@ -21,7 +21,7 @@ from ntpbias.training.transformer import Stage2Problem, TransformerTask, paper_s
 EVERY_STEP = TrainConfig(steps=900, log_points=0, log_every=1)
 
 
-def _series(history, metric):
+def series(history, metric):
     return history.steps.astype(float), history[metric][:, 0]
 
 
@@ -42,12 +42,12 @@ def test_example1_reference_values(example1_run):
     """Spec check 18: cos(W_kq^(t), W_kq*) = 0.96476, 0.98600, 0.99540, 0.99826, 0.99903, 0.99952 at t = 1, 10, 100,
     300, 600, 900 and ||W_kq^(900)|| = 22.483; W_kq^(900)'s column P = (0, 0, 7.518, -7.518) (§2.8)."""
     task, res = example1_run
-    steps, cos = _series(res.stage2, "cos_kq")
+    steps, cos = series(res.stage2, "cos_kq")
     for t, value in ex.EXAMPLE1_COS.items():
         assert cos[steps == t][0] == pytest.approx(value, abs=1e-5)
     assert float(torch.linalg.vector_norm(res.W_kq[0])) == pytest.approx(22.483, abs=1e-3)
     assert res.W_kq[0][:, 3].tolist() == pytest.approx([0, 0, 7.518, -7.518], abs=1e-3)
-    loss, floor = _series(res.stage2, "loss")[1], _series(res.stage2, "loss_floor")[1]
+    loss, floor = series(res.stage2, "loss")[1], series(res.stage2, "loss_floor")[1]
     assert loss[-1] == pytest.approx(8.1381e-23, rel=1e-4) and floor[-1] == pytest.approx(8.1380e-23, rel=1e-4)
 
 
@@ -58,18 +58,18 @@ def test_stage1_exact_dynamics(which, request):
     task, res = request.getfixturevalue(which)
     h = res.stage1
     eta0 = 0.1 if which == "example1_run" else paper_step_sizes(20)[0]
-    steps, norm = _series(h, "norm_ov")
+    steps, norm = series(h, "norm_ov")
     exact = th.stage1_exact(steps, eta0=eta0, V=task.V)
     pos = steps >= 1
-    assert np.abs(_series(h, "cos_ov")[1][pos] - 1).max() < 1e-12
+    assert np.abs(series(h, "cos_ov")[1][pos] - 1).max() < 1e-12
     np.testing.assert_allclose(norm[pos], steps[pos] * eta0, rtol=1e-12)
-    np.testing.assert_allclose(_series(h, "loss_L0")[1], exact.loss_L0, rtol=1e-10, atol=0)
-    np.testing.assert_allclose(_series(h, "margin_ov")[1], exact.margin, rtol=1e-10, atol=1e-15)
-    assert _series(h, "margin_spread_ov")[1].max() <= 1e-12 * max(1.0, exact.margin.max())
+    np.testing.assert_allclose(series(h, "loss_L0")[1], exact.loss_L0, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(series(h, "margin_ov")[1], exact.margin, rtol=1e-10, atol=1e-15)
+    assert series(h, "margin_spread_ov")[1].max() <= 1e-12 * max(1.0, exact.margin.max())
     assert float(res.W_ov[0].sum(0).abs().max()) < 1e-12  # column sums 1^T W_ov = 0
     if which == "random_run":
-        assert _series(h, "loss_L0")[1][-1] == pytest.approx(0.0370843, rel=1e-6)
-        assert _series(h, "margin_ov")[1][-1] == pytest.approx(9.233805, rel=1e-7)
+        assert series(h, "loss_L0")[1][-1] == pytest.approx(0.0370843, rel=1e-6)
+        assert series(h, "margin_ov")[1][-1] == pytest.approx(9.233805, rel=1e-7)
 
 
 @pytest.mark.parametrize("which", ["example1_run", "random_run"])
@@ -78,10 +78,10 @@ def test_norm_growth_bounds(which, request):
     t η/(2 L_max ||W*||) is what is proven for W_kq; the stated version held here too)."""
     task, res = request.getfixturevalue(which)
     eta0, eta = (0.1, 0.025) if which == "example1_run" else paper_step_sizes(20)
-    steps, norm = _series(res.stage1, "norm_ov")
+    steps, norm = series(res.stage1, "norm_ov")
     lo, hi = th.ngd_norm_bounds(steps[steps >= 2], eta0, task.W_ov_star.norm)
     assert (lo <= norm[steps >= 2] + 1e-12).all() and (norm[steps >= 2] <= hi + 1e-12).all()
-    steps, norm = _series(res.stage2, "norm_kq")
+    steps, norm = series(res.stage2, "norm_kq")
     for L_max in (task.samples.L_max, 1):
         lo, hi = th.ngd_norm_bounds(steps, eta, task.W_kq_star.norm, L_max=L_max)
         assert (lo <= norm + 1e-12).all() and (norm <= hi + 1e-12).all()
@@ -92,8 +92,8 @@ def test_loss_monotone_above_its_floor(which, request):
     """Spec check 17: both stages decrease their loss at every step; L(θ^(t)) > L* throughout."""
     _, res = request.getfixturevalue(which)
     assert max(res.stage1.max_loss_increase) < 0 and max(res.stage2.max_loss_increase) < 0
-    assert (_series(res.stage2, "loss_excess")[1] > 0).all()
-    assert (np.diff(_series(res.stage2, "loss")[1]) < 0).all()
+    assert (series(res.stage2, "loss_excess")[1] > 0).all()
+    assert (np.diff(series(res.stage2, "loss")[1]) < 0).all()
 
 
 def test_random_dataset_direction_rate_and_lemmas(random_run):
@@ -101,19 +101,19 @@ def test_random_dataset_direction_rate_and_lemmas(random_run):
     min φ_+ non-decreasing and above Theorem 2's bound; Lemma 6's alignment bound at every step."""
     task, res = random_run
     h = res.stage2
-    steps, cos = _series(h, "cos_kq")
+    steps, cos = series(h, "cos_kq")
     assert cos[-1] >= 0.95 and cos[-1] > cos[steps == 100][0]
-    excess = _series(h, "loss_excess")[1]
+    excess = series(h, "loss_excess")[1]
     late = steps >= 600
     slope, icpt = np.polyfit(steps[late], np.log(excess[late]), 1)
     resid = np.log(excess[late]) - slope * steps[late] - icpt
     assert slope < 0 and 1 - resid.var() / np.log(excess[late]).var() > 0.95
-    phi = _series(h, "attn_opt_min")[1]
+    phi = series(h, "attn_opt_min")[1]
     assert (np.diff(phi) >= -1e-12).all() and phi.min() >= 1 / task.samples.L_max - 1e-15
     _, C1 = th.thm2_constants(*paper_step_sizes(20), task.W_ov_star.norm, task.W_kq_star.norm, task.samples.L_max)
     assert (phi >= th.thm2_attention_lower(steps, C1, task.samples.L_max) - 1e-12).all()
-    assert (_series(h, "cos_grad_kq_star")[1] <= th.lemma6_direction_upper(phi, task.W_kq_star.norm) + 1e-12).all()
-    assert _series(h, "accuracy")[1][-1] == pytest.approx(1.0, abs=1e-12)
+    assert (series(h, "cos_grad_kq_star")[1] <= th.lemma6_direction_upper(phi, task.W_kq_star.norm) + 1e-12).all()
+    assert series(h, "accuracy")[1][-1] == pytest.approx(1.0, abs=1e-12)
 
 
 def test_lemma5_per_sample_on_the_engine(monkeypatch):
@@ -179,7 +179,7 @@ def test_orthonormal_embeddings_give_the_one_hot_curves():
         task = TransformerTask.build(example1(), E)
         cfg = TrainConfig(steps=200, log_points=0, log_every=1)
         res = train_two_stage(task, eta0=0.1, eta=0.025, stage1=cfg, stage2=cfg, seeds=[0])
-        curves.append(np.stack([_series(res.stage2, m)[1][1:] for m in ("loss", "cos_kq", "norm_kq", "attn_opt_min")]))
+        curves.append(np.stack([series(res.stage2, m)[1][1:] for m in ("loss", "cos_kq", "norm_kq", "attn_opt_min")]))
     np.testing.assert_allclose(curves[0], curves[1], rtol=1e-10, atol=1e-14)
 
 
@@ -191,5 +191,5 @@ def test_unit_norm_embeddings_break_exact_stage1_alignment():
     cfg = TrainConfig(steps=900, log_points=0, log_every=1)
     eta0, eta = paper_step_sizes(20)
     res = train_two_stage(task, eta0=eta0, eta=eta, stage1=cfg, stage2=TrainConfig(steps=1), seeds=[0])
-    steps, cos = _series(res.stage1, "cos_ov")
+    steps, cos = series(res.stage1, "cos_ov")
     assert cos[1] < 0.99 and cos[-1] > cos[1] + 0.02

@@ -174,7 +174,7 @@ def test_structure_matches_naive_reference(seed):
 
 
 # ---------------------------------------------------------------------------------------------- violations
-def _failed(st):
+def failed(st):
     return {c.name for c in st.checks if not c.holds}
 
 
@@ -184,7 +184,7 @@ def test_confused_token_and_cycle_are_reported():
     inputs = [ex.input_ids(n) for n in range(ex.N)] + [[V_, P]]
     labels = ex.y.tolist() + [S]
     st = analyze_structure(NTPSamples.from_samples(inputs, labels, vocab=ex.vocab, source="ex1+"))
-    assert _failed(st) == {"no_confused", "partial_orders"}
+    assert failed(st) == {"no_confused", "partial_orders"}
     (v,) = st.check("no_confused").violations
     assert v.query == P and v.tokens == (P,) and "'O P -> P'" in v.message and "'V P -> S'" in v.message
     assert "Theorems 1-3" in st.not_applicable()
@@ -198,7 +198,7 @@ def test_confused_token_and_cycle_are_reported():
 def test_assumption3_violation_is_reported():
     ds = NTPSamples.from_samples([["a"], ["b"], ["c"], ["a", "c", "c", "b"]], ["b", "c", "a", "b"])
     st = analyze_structure(ds)
-    assert _failed(st) == {"assumption3"}
+    assert failed(st) == {"assumption3"}
     (v,) = st.check("assumption3").violations
     assert ds.vocab[v.tokens[0]] == "c" and "2 times" in v.message
     assert "Lemma 5" in st.not_applicable() and "Proposition 2" not in st.not_applicable()
@@ -213,7 +213,7 @@ def test_assumption3_violation_is_reported():
 ])
 def test_collocation_and_realizability_violations(sentences, check, text):
     st = analyze_structure(NTPSamples.from_sentences(sentences, source="bad.txt"))
-    assert check in _failed(st)
+    assert check in failed(st)
     messages = [v.message for v in st.check(check).violations]
     assert any(text in m for m in messages)
     record = json.loads(json.dumps(st.to_dict()))

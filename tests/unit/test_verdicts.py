@@ -70,13 +70,13 @@ def test_the_2d_example_satisfies_every_statement_of_figure_1_and_the_symmetric_
     """Decision A-D8: contexts at 90°, 205°, 300° and the first Dirichlet draw whose H rounds to 0.8811 make every
     statement of Fig. 1's caption hold; the symmetric configuration (equal cones) cannot show 'the wider the cone,
     the larger the norm', and its draw has another entropy (so these checks can fail)."""
-    from ntpbias.experiments.linear.checks import _two_d_checks
+    from ntpbias.experiments.linear.checks import two_d_checks
     from ntpbias.experiments.linear.config import TWO_D, TWO_D_SYMMETRIC
     from ntpbias.experiments.linear.runs import reference
 
     def verdicts(cfg):
         data = cfg.data.build()
-        return {c.name: c.verdict for c in _two_d_checks(data, reference(data)[0])}
+        return {c.name: c.verdict for c in two_d_checks(data, reference(data)[0])}
 
     faithful, symmetric = verdicts(TWO_D), verdicts(TWO_D_SYMMETRIC)
     assert set(faithful.values()) == {"pass"} and len(faithful) == 8

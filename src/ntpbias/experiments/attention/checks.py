@@ -201,7 +201,7 @@ def lemma41_checks(arrays: dict[str, np.ndarray]) -> list[Check]:
     return out
 
 
-def _stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, ...] = (1.0, 100.0)) -> list[Check]:
+def stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, ...] = (1.0, 100.0)) -> list[Check]:
     """Output after step 1 (Lemma B.2's leading order, docs/paper-b-attention.md#theory-checks, at η₀ = 1 and 100 as the
     spec calibrates it) and Lemma B.1's norms, on the stage-2 data and seeds."""
     ds, d = data.ds, cfg.model.d

@@ -16,9 +16,9 @@ from ..base import Group, Preset, RunContext, raise_if_failed, register_group, r
 from .checks import (
     REAL_THRESHOLDS,
     SYNTHETIC_THRESHOLDS,
-    _stage_one_checks,
     lemma41_checks,
     pattern_checks,
+    stage_one_checks,
     stage_two_checks,
 )
 from .config import FIG2, STAGE2_GD, STAGE2_LEMMA44, STAGE2_NGD, AttentionConfig, Lemma41Config, StageTwoConfig, _fig2
@@ -203,7 +203,7 @@ def run_group(ctx: RunContext) -> RunResult:
             section.checks.extend(stage_two_checks(r, run))
         ngd = results["stage2-ngd"]
         section.tables.append(selection_table(ngd, "stage2-ngd"))
-        section.checks.extend(_stage_one_checks(ngd.config, ngd.data))
+        section.checks.extend(stage_one_checks(ngd.config, ngd.data))
         gap = gs.lemma45_gap(ngd.stages[0].E1, data.ds, solver=ngd.config.model.solver,
                              samples=LEMMA45_SAMPLES[ctx.scale])
         section.checks.append(Check("Lemma 4.5: margin gap", "||p̂|| <= (1 - μ)||p̂'|| with μ > 0 for every selection "

@@ -120,7 +120,7 @@ def _invariant_checks(run: str, cfg: LinearConfig, history: History, data: NTPDa
     ]
 
 
-def _geometry_checks(data: NTPData, ref: LinearReference) -> list[Check]:
+def geometry_checks(data: NTPData, ref: LinearReference) -> list[Check]:
     """Facts of the dataset's geometry (Sec. 3 of paper A): exact identities and Prop. 1's e^{-γ} rate."""
     F, W_mm = ref.F, ref.W_mm
     exact = {"kind": "sanity", "threshold_source": "round-off allowance (ours)"}
@@ -142,7 +142,7 @@ def _geometry_checks(data: NTPData, ref: LinearReference) -> list[Check]:
     return checks
 
 
-def _two_d_checks(data: NTPData, ref: LinearReference) -> list[Check]:
+def two_d_checks(data: NTPData, ref: LinearReference) -> list[Check]:
     """Fig. 2's messages: W^mm depends only on supports (w_1 = w_5), W* on probabilities (w*_1 ≠ w*_5), orthogonal."""
     W_mm, W_star = ref.W_mm, ref.F.W_star
     if W_mm is None:
@@ -209,7 +209,7 @@ def _figure1_statements(data: NTPData, W_mm: torch.Tensor) -> list[Check]:
     return out
 
 
-def _two_d_training_checks(history: History, data_seed: int) -> list[Check]:
+def two_d_training_checks(history: History, data_seed: int) -> list[Check]:
     last = history.at()
     fields = {"kind": "calibrated", "premise": "the 2D example is NTP_H-compatible and NTP-separable; GD, η = 0.5"}
     return [
@@ -222,7 +222,7 @@ def _two_d_training_checks(history: History, data_seed: int) -> list[Check]:
     ]
 
 
-def _optimizer_comparison(finals: dict[str, dict]) -> list[Check]:
+def optimizer_comparison(finals: dict[str, dict]) -> list[Check]:
     """App. A.2 of paper A: NGD and Adam reach the entropy faster than GD at equal k, Adam slightly faster than NGD.
 
     The comparison of Adam with NGD is an empirical reading of the paper's Fig. 5; it is checked on the loss and on

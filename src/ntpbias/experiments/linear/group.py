@@ -17,15 +17,15 @@ from ...training.history import History
 from ...training.linear import LinearReference
 from ..base import Group, RunContext, raise_if_failed, register_group
 from .checks import (
-    _geometry_checks,
-    _optimizer_comparison,
-    _two_d_checks,
-    _two_d_training_checks,
     calibrated,
+    geometry_checks,
+    optimizer_comparison,
     run_checks,
+    two_d_checks,
+    two_d_training_checks,
 )
 from .config import FIG4, FIG5_ADAM, FIG5_NGD, REGPATH_B, TWO_D, LinearConfig, scaled
-from .runs import _data_for, _prepare, reference, train_run
+from .runs import data_for, prepare, reference, train_run
 from .spread import run_spread
 
 FIGURES = {
@@ -52,17 +52,17 @@ def run_group(ctx: RunContext) -> RunResult:
     ensure_dir(out / "data")
 
     if ctx.wants("linear-fig1") or ctx.wants("linear-fig2"):
-        cfg = _prepare(scaled(TWO_D, ctx.scale), ctx)
+        cfg = prepare(scaled(TWO_D, ctx.scale), ctx)
         data, ref, facts = _dataset(cfg, out, "two_d", ctx)
         section.tables.append(Table("2D example dataset", ("quantity", "value"), tuple(facts.items())))
-        section.checks.extend(_two_d_checks(data, ref))
+        section.checks.extend(two_d_checks(data, ref))
         paper_rows.append(_entropy_row("entropy H of the 2D example (nats)", PAPER_ENTROPY["two_d"], cfg))
         if ctx.wants("linear-fig1"):
             configs["2d-gd"] = cfg
             ctx.say("2D example: GD")
             history = train_run(cfg, data, ref, ctx, "2d-gd")
             histories.append(history)
-            section.checks.extend(_two_d_training_checks(history, cfg.data.seed))
+            section.checks.extend(two_d_training_checks(history, cfg.data.seed))
             section.seconds += history.seconds
             section.plots.append(_figure1(history.rows(), data, ref))
         if ctx.wants("linear-fig2"):
@@ -71,10 +71,10 @@ def run_group(ctx: RunContext) -> RunResult:
     needs_main = any(ctx.wants(f) for f in ("linear-fig3", "linear-fig4", "linear-fig5", "linear-regpath",
                                             "linear-spread"))
     if needs_main:
-        base = _prepare(scaled(FIG4, ctx.scale), ctx)
+        base = prepare(scaled(FIG4, ctx.scale), ctx)
         data, ref, facts = _dataset(base, out, "overparameterized", ctx)
         section.facts.update(facts)
-        section.checks.extend(_geometry_checks(data, ref))
+        section.checks.extend(geometry_checks(data, ref))
         paper_rows.append(_entropy_row("entropy H of the Figs. 3-5 dataset (nats)", PAPER_ENTROPY["random"], base))
         if ctx.wants("linear-fig3"):
             section.plots.append(_figure3(data, base.data.seed))
@@ -83,7 +83,7 @@ def run_group(ctx: RunContext) -> RunResult:
                                  ("fig5-adam", FIG5_ADAM, "linear-fig5")):
             if not ctx.wants(fig) and not (run == "fig4-gd" and ctx.wants("linear-fig5")):
                 continue
-            cfg = _prepare(scaled(preset, ctx.scale), ctx)
+            cfg = prepare(scaled(preset, ctx.scale), ctx)
             configs[run] = cfg
             ctx.say(f"training {run}")
             history = train_run(cfg, data, ref, ctx, run)
@@ -93,7 +93,7 @@ def run_group(ctx: RunContext) -> RunResult:
             section.checks.extend(run_checks(run, cfg, history, data, ref))
             finals[run] = history.at()
         if "fig5-ngd" in finals:
-            section.checks.extend(_optimizer_comparison(finals))
+            section.checks.extend(optimizer_comparison(finals))
         rows = [row for h in histories for row in h.rows()]
         if ctx.wants("linear-fig4"):
             section.plots.append(FigureSpec(
@@ -125,7 +125,7 @@ def run_group(ctx: RunContext) -> RunResult:
 
 def _dataset(cfg: LinearConfig, out, name: str, ctx: RunContext) -> tuple[NTPData, LinearReference, dict]:
     """Build ``cfg``'s dataset and its reference objects, and save both under ``out/data/<name>*.npz``."""
-    data = _data_for(cfg)
+    data = data_for(cfg)
     ctx.say(f"{name} dataset: W*, W^mm")
     ref, facts = reference(data, cfg.model.solver)
     data.save(out / "data" / f"{name}.npz")

@@ -48,13 +48,13 @@ def train_run(cfg: LinearConfig, data: NTPData, ref: LinearReference, ctx: RunCo
     return history
 
 
-def _prepare(cfg: LinearConfig, ctx: RunContext) -> LinearConfig:
+def prepare(cfg: LinearConfig, ctx: RunContext) -> LinearConfig:
     """Apply the invocation's seeds/device to a preset config."""
     resolve_device(ctx.device)
     return replace(cfg, seeds=max(cfg.seeds, ctx.seeds), device=ctx.device)
 
 
-def _data_for(cfg: LinearConfig) -> NTPData:
+def data_for(cfg: LinearConfig) -> NTPData:
     data = cfg.data.build(DTYPES[cfg.dtype])
     return data.to(device=resolve_device(cfg.device))
 
@@ -62,7 +62,7 @@ def _data_for(cfg: LinearConfig) -> NTPData:
 def train_linear(cfg: LinearConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` for a linear config: one run directory with its metrics, panels and checks."""
     out = ensure_dir(ctx.out)
-    data = _data_for(cfg)
+    data = data_for(cfg)
     ctx.say("computing W*, W^mm")
     ref, facts = reference(data, cfg.model.solver)
     history = train_run(cfg, data, ref, ctx, "train")

@@ -10,7 +10,7 @@ import numpy as np
 from ...results import FigureSpec, Table
 from ..base import RunContext, raise_if_failed
 from .config import FIG4, FIG5_ADAM, FIG5_NGD, scaled
-from .runs import _data_for, _prepare, reference, train_run
+from .runs import data_for, prepare, reference, train_run
 
 #: datasets per scale; their data seeds start at SPREAD_SEED0 (outside the calibration seeds 1-8 and the graded 0)
 SPREAD_DATASETS = {"smoke": 2, "quick": 4, "paper": 20}
@@ -26,11 +26,11 @@ def run_spread(ctx: RunContext, graded: dict[str, dict]) -> tuple[list, FigureSp
     seeds = range(SPREAD_SEED0, SPREAD_SEED0 + SPREAD_DATASETS[ctx.scale])
     histories, curves, rows = [], {}, []
     for s in seeds:
-        base = _prepare(scaled(replace(FIG4, data=replace(FIG4.data, seed=s)), ctx.scale), ctx)
-        data = _data_for(base)
+        base = prepare(scaled(replace(FIG4, data=replace(FIG4.data, seed=s)), ctx.scale), ctx)
+        data = data_for(base)
         ref, _ = reference(data, base.model.solver)
         for name, preset in OPTIMIZERS:
-            cfg = _prepare(scaled(replace(preset, data=base.data), ctx.scale), ctx)
+            cfg = prepare(scaled(replace(preset, data=base.data), ctx.scale), ctx)
             ctx.say(f"spread: {name} on data seed {s}")
             history = train_run(cfg, data, ref, ctx, f"spread-{name}-{s}")
             raise_if_failed(history)

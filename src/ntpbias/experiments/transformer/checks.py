@@ -11,7 +11,7 @@ import torch
 from ...geometry import transformer as th
 from ...results import Check, check_at_least, check_at_most
 from ...training.transformer import predict
-from .runs import SeedRun, _at, _series
+from .runs import SeedRun, at, series
 
 #: Example 1, cos(W_kq^(t), W_kq*) at stage-2 iterations t (η₀ = 0.1, η = 0.025;
 #: docs/paper-c-transformer.md#theory-checks check 18).
@@ -26,7 +26,7 @@ EXAMPLE1_NORM_900 = 22.483
 ROUNDOFF = 1e-14
 
 
-def _seeds_note(runs: list[SeedRun]) -> str:
+def seeds_note(runs: list[SeedRun]) -> str:
     return f"worst of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
 
 
@@ -83,8 +83,8 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
     cos_bound_T = []
     for r in runs:
         h, t = r.two_stage.stage1, r.task
-        steps, norm = _series(h, "norm_ov")
-        cos, loss = _series(h, "cos_ov")[1], _series(h, "loss_L0")[1]
+        steps, norm = series(h, "norm_ov")
+        cos, loss = series(h, "cos_ov")[1], series(h, "loss_L0")[1]
         n_tok = int((t.next_token >= 0).sum())
         exact = th.stage1_exact(steps, eta0=r.eta0, V=t.V, n_tokens=n_tok)
         pos, two = steps >= 1, steps >= 2
@@ -98,14 +98,14 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         cos_gap.append((cos[two] - bound).min(initial=np.inf))
         cos_bound_T.append(float(bound[-1]) if bound.size else math.nan)
         loss_ratio.append((loss[two] / th.prop1_loss_upper(steps[two], r.eta0, star, t.V)).max(initial=0.0))
-        margin = _series(h, "margin_ov")[1]
-        spread.append(_series(h, "margin_spread_ov")[1].max() / max(1.0, margin.max()))
+        margin = series(h, "margin_ov")[1]
+        spread.append(series(h, "margin_spread_ov")[1].max() / max(1.0, margin.max()))
         corollary.append(margin[-1] / th.corollary1_delta(steps[-1], r.eta0, star))
         inc.append(max(h.max_loss_increase or [0.0]) / loss.min())
     T = int(runs[0].two_stage.stage1.step)
     checks = [
         check_at_most(f"{label}: stage 1 direction exact", "cos(W_ov^(t), W_ov*) = 1 for every t >= 1 under "
-                      f"Assumption 2 (max |cos - 1|, {_seeds_note(runs)})", max(dev_cos), 1e-10, ex),
+                      f"Assumption 2 (max |cos - 1|, {seeds_note(runs)})", max(dev_cos), 1e-10, ex),
         check_at_most(f"{label}: stage 1 norm exact", "||W_ov^(t)|| = t η₀ (max relative deviation)", max(dev_norm),
                       1e-9, ex),
         check_at_most(f"{label}: stage 1 loss exact", "L_0(W_ov^(t)) = |V| log(1 + (|V|-1) e^{-tη₀/||W_ov*||}) "
@@ -152,31 +152,31 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
     for r in runs:
         h, t = r.two_stage.stage2, r.task
         L_max, N, star = t.samples.L_max, t.samples.N, t.W_kq_star.norm
-        steps, norm = _series(h, "norm_kq")
+        steps, norm = series(h, "norm_kq")
         pos, two = steps >= 1, steps >= 2
         lo6, hi = th.ngd_norm_bounds(steps[pos], r.eta, star, L_max=L_max)
         lo1 = th.ngd_norm_bounds(steps[pos], r.eta, star)[0]
         m["lemma6"].append(min((norm[pos] - lo6).min(), (hi - norm[pos]).min()))
         m["thm1"].append((norm[pos] - lo1).min())
         step_ok &= th.thm1_step_ok(r.eta, star)
-        cos = _series(h, "cos_kq")[1]
+        cos = series(h, "cos_kq")[1]
         bound = th.thm1_cos_lower(steps[two], r.eta, N, L_max, star)
         m["thm1cos"].append((cos[two] - bound).min(initial=np.inf))
         vacuous_cos.append(float(bound[-1]))
-        loss, excess = _series(h, "loss")[1], _series(h, "loss_excess")[1]
+        loss, excess = series(h, "loss")[1], series(h, "loss_excess")[1]
         m["inc"].append(max(h.max_loss_increase or [0.0]) / loss.min())
         m["above"].append(excess.min())
         T = int(steps[-1])
         m["cos_T"].append(cos[-1])
-        m["trend"].append(cos[-1] - _at(h, "cos_kq", max(1, T // 9)))
-        phi = _series(h, "attn_opt_min")[1]
+        m["trend"].append(cos[-1] - at(h, "cos_kq", max(1, T // 9)))
+        phi = series(h, "attn_opt_min")[1]
         m["mono"].append(np.diff(phi).min(initial=0.0))
         m["floor5"].append(phi.min() - 1 / L_max)
         s = t.samples  # Lemma 5 per sample at t = T: φ_+^(n) >= 1/L^(n), from the trained parameters
         attn = predict(r.two_stage.W_ov[0], r.two_stage.W_kq[0], t.E, s.X.to(t.E.device), s.mask.to(t.E.device))[3]
         phi_n = (attn.cpu() * t.structure.optimal).sum(1)
         m["floor5n"].append(float((phi_n - 1 / s.mask.sum(1)).min()))
-        m["lemma6dir"].append((_series(h, "cos_grad_kq_star")[1] + phi / (2 * star)).max())
+        m["lemma6dir"].append((series(h, "cos_grad_kq_star")[1] + phi / (2 * star)).max())
         C0, C1 = th.thm2_constants(r.eta0, r.eta, t.W_ov_star.norm, star, L_max)
         m["thm2att"].append((phi - th.thm2_attention_lower(steps, C1, L_max)).min())
         T1 = int(r.two_stage.stage1.step)
@@ -184,7 +184,7 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         m["thm2loss"].append((loss - loss_bound).max())
         vacuous_loss.append((float(loss_bound[-1]), float(loss[0])))
         t_needed.append(th.thm2_condition(steps[-1], r.eta, N, L_max, star))
-        m["acc"].append(_series(h, "accuracy")[1][-1])
+        m["acc"].append(series(h, "accuracy")[1][-1])
         if rate:
             late = steps >= 2 * T / 3
             y = np.log(excess[late])
@@ -195,10 +195,10 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         if T > t0:
             late = steps >= t0
             alpha = th.lemma7_alpha(norm[late], N, L_max, star)
-            m["lemma7"].append((-_series(h, "cos_neg_grad_kq")[1][late]
-                                - (1 + alpha) * _series(h, "cos_grad_kq_star")[1][late]).min())
+            m["lemma7"].append((-series(h, "cos_neg_grad_kq")[1][late]
+                                - (1 + alpha) * series(h, "cos_grad_kq_star")[1][late]).min())
     T = int(runs[0].two_stage.stage2.step)
-    who = _seeds_note(runs)
+    who = seeds_note(runs)
     checks = [
         check_at_least(f"{label}: Lemma 6 norm bounds", "t η/(2 L_max ||W_kq*||) <= ||W_kq^(t)|| <= t η for t >= 1 "
                        f"(smallest slack, {who})", min(m["lemma6"]), -1e-9, src),
@@ -334,7 +334,7 @@ def theory_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
     checks = _classify(checks, runs)
     for r in runs:  # decision C-D7: a vanishing gradient stops normalized GD (the optimizer's guard), reported here
         for h in r.histories:
-            steps, g = _series(h, "grad_norm")
+            steps, g = series(h, "grad_norm")
             if (g == 0).any():
                 notes.append(f"{label}, seed {r.seed}, {h.rows()[0]['run']}: the gradient vanished at step "
                              f"{int(steps[g == 0][0])} (no sample with two distinct tokens, or attention underflow); "
@@ -345,15 +345,15 @@ def theory_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
 def example1_checks(run: SeedRun) -> list[Check]:
     """Example 1 against reference values of an independent implementation (η₀ = 0.1, η = 0.025)."""
     h = run.two_stage.stage2
-    got = {t: _at(h, "cos_kq", t) for t in EXAMPLE1_COS}
+    got = {t: at(h, "cos_kq", t) for t in EXAMPLE1_COS}
     dev = max(abs(got[t] - v) for t, v in EXAMPLE1_COS.items())
     out = [check_at_most("example 1: cos reference", "cos(W_kq^(t), W_kq*) = 0.96476, 0.98600, 0.99540, 0.99826, "
                          "0.99903, 0.99952 at t = 1, 10, 100, 300, 600, 900 (largest deviation)", dev, 1e-5,
                          "Example 1 of paper C", kind="sanity", threshold_source=REFERENCE),
            check_at_most("example 1: norm reference", f"||W_kq^(900)|| = {EXAMPLE1_NORM_900} (deviation)",
-                         abs(_at(h, "norm_kq", 900) - EXAMPLE1_NORM_900), 1e-3, "Example 1 of paper C",
+                         abs(at(h, "norm_kq", 900) - EXAMPLE1_NORM_900), 1e-3, "Example 1 of paper C",
                          kind="sanity", threshold_source=REFERENCE)]
-    loss, floor = _at(h, "loss", 900), _at(h, "loss_floor", 900)
+    loss, floor = at(h, "loss", 900), at(h, "loss_floor", 900)
     out.append(check_at_most("example 1: loss reaches L*", "L(θ^(900)) within 1e-3 (relative) of L* = "
                              f"{floor:.5g}", abs(loss - floor) / floor, 1e-3, "Thm 2 of paper C", kind="theorem",
                              premise="Assumptions 1-3 (Example 1 meets them)", premise_met=True,

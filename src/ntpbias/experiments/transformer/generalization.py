@@ -15,7 +15,7 @@ from ...results import Check, Table, check_at_least
 from ...training.transformer import (
     predict,
 )
-from .checks import _seeds_note
+from .checks import seeds_note
 from .runs import SeedRun
 
 
@@ -73,7 +73,7 @@ def generalization(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[T
             "whether this run's T and t suffice cannot be decided)", "premise_met": None}
     checks = [check_at_least(f"{label}: Theorem 3 ({kind})", f"unseen inputs [{kind}, q] predict "
                              f"{'n(x_0)' if kind == KIND_NC else 'n(u)'} (fraction correct over {n} inputs, "
-                             f"{_seeds_note(runs)}; the smallest probability of the expected token is shown in the "
+                             f"{seeds_note(runs)}; the smallest probability of the expected token is shown in the "
                              "table)", acc, 1.0, src, threshold_source="every input (the theorem's prediction)", **thm3)
               for kind, (n, acc, _, _) in summary.items()]
     gaps = [extended_order_gap(r) for r in runs]

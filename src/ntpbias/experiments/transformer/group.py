@@ -21,7 +21,7 @@ from ..base import (
 from .checks import EXAMPLE1_COS, example1_checks, theory_checks
 from .config import EXAMPLE1, FIG2, JOINT, UNIT, TransformerConfig
 from .generalization import example2, generalization
-from .runs import SeedRun, _failed, _series, bound_curves, dataset_facts, run_config, save_runs
+from .runs import SeedRun, bound_curves, dataset_facts, first_failure, run_config, save_runs, series
 
 
 def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> RunResult:
@@ -33,7 +33,7 @@ def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> RunResult:
                       seconds=sum(r.seconds for r in runs))
     consts = save_runs(out, "", runs)
     rows = [row for r in runs for row in r.rows]
-    failed = _failed(runs)
+    failed = first_failure(runs)
     if cfg.seeds > 1 and not cfg.data.random and cfg.model.embedding == "onehot" and cfg.model.init == "zeros":
         section.notes.append("the dataset, the embedding and the initialization do not depend on the seed here, so "
                              "every seed trains the same model")
@@ -119,7 +119,7 @@ def run_group(ctx: RunContext) -> RunResult:
         configs[name] = cfg
         ctx.say(f"training {name}")
         runs = run_config(cfg, ctx, prefix)
-        failed = _failed(runs)
+        failed = first_failure(runs)
         if failed is not None:
             raise_if_failed(failed)
         rows.extend(row for r in runs for row in r.rows)
@@ -214,7 +214,7 @@ def run_group(ctx: RunContext) -> RunResult:
 
 def _ablation_table(unit: list[SeedRun], joint: list[SeedRun]) -> Table:
     def final(history: History, metric: str) -> float:
-        return float(_series(history, metric)[1][-1])
+        return float(series(history, metric)[1][-1])
 
     rows = []
     for r in unit:

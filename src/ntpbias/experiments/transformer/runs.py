@@ -116,7 +116,7 @@ def train_seed(job: _SeedJob) -> SeedRun:
     return run
 
 
-def _failed(runs: list[SeedRun]) -> History | None:
+def first_failure(runs: list[SeedRun]) -> History | None:
     return next((h for r in runs for h in r.histories if h.status != "completed"), None)
 
 
@@ -199,18 +199,18 @@ def bound_curves(prefix: str, runs: list[SeedRun], consts: list[dict]) -> dict:
             out["attn_thm2"] = (t2, np.stack([th.thm2_attention_lower(
                 t2, th.thm2_constants(c["eta0"], c["eta"], c["norm_W_ov_star"], c["norm_W_kq_star"], c["L_max"])[1],
                 c["L_max"]) for c in consts], 1))
-        phi = np.stack([_series(r.two_stage.stage2, "attn_opt_min")[1] for r in runs], 1)
+        phi = np.stack([series(r.two_stage.stage2, "attn_opt_min")[1] for r in runs], 1)
         out["lemma6"] = (t2, th.lemma6_direction_upper(phi, np.array([c["norm_W_kq_star"] for c in consts])))
     return out
 
 
-def _series(history: History, metric: str) -> tuple[np.ndarray, np.ndarray]:
+def series(history: History, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of a one-run history."""
     steps = np.array([r["step"] for r in history.rows()], dtype=float)
     return steps, np.array([r.get(metric, np.nan) for r in history.rows()], dtype=float)
 
 
-def _at(history: History, metric: str, step: int) -> float:
-    steps, values = _series(history, metric)
+def at(history: History, metric: str, step: int) -> float:
+    steps, values = series(history, metric)
     hit = np.nonzero(steps == step)[0]
     return float(values[hit[0]]) if hit.size else math.nan
