@@ -22,7 +22,7 @@ from .ntp import NTPData
 
 def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts: Sequence[int] | int = 6, *,
                      seed: int = 0, disjoint: bool = True, dirichlet: float = 1.0, pi: str = "uniform",
-                     dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
+                     sets: Sequence[Sequence[int]] | None = None, dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
     """NTP data whose contexts share K = len(sizes) planted support sets.
 
     Parameters
@@ -35,6 +35,7 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
         each independently (uniform subsets; sets may overlap or repeat)
     dirichlet : concentration of each context's probabilities on its support
     pi : "uniform" or "dirichlet" (Dirichlet(1) context probabilities)
+    sets : explicit support sets (token ids in 0..V-1); when given, ``sizes`` and ``disjoint`` are ignored
 
     Context names are ``c<k>.<i>`` (set k, i-th context); tokens are ``t0 .. t{V-1}``.
 
@@ -46,6 +47,11 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
     >>> bool((data.support[0] == data.support[1]).all()), data.contexts[:3]
     (True, ('c0.0', 'c0.1', 'c1.0'))
     """
+    if sets is not None:
+        sets = [np.unique(np.asarray(t, dtype=np.int64)) for t in sets]
+        if any(t.size == 0 or t.min() < 0 or t.max() >= V for t in sets):
+            raise ValueError(f"every explicit support set must be a non-empty set of token ids in 0..{V - 1}")
+        sizes = [t.size for t in sets]
     sizes = [int(s) for s in sizes]
     counts = [int(contexts)] * len(sizes) if isinstance(contexts, int | np.integer) else [int(c) for c in contexts]
     if not sizes or len(counts) != len(sizes):
@@ -53,12 +59,14 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
     if min(sizes) < 1 or max(sizes) > V or min(counts) < 1:
         raise ValueError(f"support sizes must lie in 1..V={V} and context counts be >= 1; got sizes={sizes}, "
                          f"contexts={counts}")
-    if disjoint and sum(sizes) > V:
+    if sets is None and disjoint and sum(sizes) > V:
         raise ValueError(f"disjoint support sets need sum(sizes) = {sum(sizes)} <= V = {V}")
     if pi not in ("uniform", "dirichlet"):
         raise ValueError(f"pi must be 'uniform' or 'dirichlet', got {pi!r}")
     rng = np.random.default_rng(seed)
-    if disjoint:
+    if sets is not None:
+        pass
+    elif disjoint:
         perm = rng.permutation(V)
         starts = np.cumsum([0, *sizes])
         sets = [np.sort(perm[a:b]) for a, b in zip(starts[:-1], starts[1:], strict=True)]

@@ -298,5 +298,36 @@ def same_support_spread(L: torch.Tensor, groups: torch.Tensor) -> float:
     return float(dev / torch.linalg.vector_norm(L, dim=0).max().clamp_min(1e-300))
 
 
+def ufm_summary(data: NTPData, solver: str = "auto", **options) -> tuple[dict, dict]:
+    """The log-bilinear model's logit-space objects of ``data`` for ``ntpbias analyze --ufm`` (docs/ufm.md#analyze).
+
+    Returns (the ``ufm`` record of ``analysis.json``, arrays for ``geometry.npz``: ``ufm_L_mm``, ``ufm_Lambda``,
+    ``ufm_S_tilde``, ``ufm_L_star``).
+    """
+    from .loss import logit_cross_entropy_grad
+    from .ufm import finite_logits, support_groups
+
+    svm = nuclear_svm(data, solver, **options)
+    ssvd = support_svd(data)
+    groups, sets = support_groups(data)
+    L_star = finite_logits(data)
+    _, G0 = logit_cross_entropy_grad(torch.zeros(data.V, data.m, dtype=data.P.dtype), data)
+    record = {
+        "model": "log-bilinear: logits L = W H^T (V x m), CE + (λ/2)(||W||² + ||H||²)",
+        "support_sets": int(len(sets)),
+        "support_matrix_singular_values": ssvd.sigma.tolist(),
+        "support_matrix_rank": ssvd.rank,
+        "support_matrix_nuclear_norm": float(ssvd.sigma.sum()),
+        "polar_out_max": ssvd.polar_out_max,
+        "svm_is_centred_support": ssvd.svm_is_centred_support,
+        "svm_vs_centred_support": svm_vs_centred_support(svm, data),
+        "same_support_column_spread": same_support_spread(svm.L, groups),
+        "finite_part_norm": float(torch.linalg.matrix_norm(L_star)),
+        "lambda_0": float(torch.linalg.matrix_norm(G0, ord=2)),
+        "svm": svm.to_dict(),
+    }
+    return record, {"ufm_L_mm": svm.L, "ufm_Lambda": svm.Lam, "ufm_S_tilde": ssvd.S_tilde, "ufm_L_star": L_star}
+
+
 __all__ = ["LogitSVMResult", "SDP_MAX_SIZE", "SOLVERS", "SVM_TOL", "certify", "nuclear_norm", "nuclear_svm",
-           "project_constraints", "repair_dual", "same_support_spread", "svm_vs_centred_support"]
+           "project_constraints", "repair_dual", "same_support_spread", "svm_vs_centred_support", "ufm_summary"]

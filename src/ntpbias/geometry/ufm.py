@@ -251,6 +251,20 @@ def collapse(H: torch.Tensor, groups: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"within_angle": within, "between_angle": between, "collapse_ratio": within / between}
 
 
+def subspace_collapse(W: torch.Tensor, H: torch.Tensor, groups: torch.Tensor, U: torch.Tensor
+                      ) -> dict[str, torch.Tensor]:
+    """:func:`collapse` of the context embeddings' components in the support-pattern subspace (docs/ufm.md, U-5).
+
+    The subspace of R^d is span(W^T U) for the left singular vectors U (V, r) of L^mm: the directions through which
+    the word embeddings produce the growing, support-determined part of the logits. With Q an orthonormal basis of it,
+    Q^T h_j = (U^T W W^T U)^{-1/2} U^T ℓ_j depends on the logits only through U^T ℓ_j, whose support-pattern part is
+    the same for every context of a support set and grows without bound as λ -> 0, while the rest stays finite.
+    Returns the keys of :func:`collapse` prefixed ``sub_``.
+    """
+    Q = torch.linalg.qr(W.mT @ U.to(W))[0]  # (..., d, r)
+    return {f"sub_{k}": v for k, v in collapse(H @ Q, groups).items()}
+
+
 def mode_strengths(L: torch.Tensor, U: torch.Tensor, Vt: torch.Tensor) -> torch.Tensor:
     """a_i = u_i^T L v_i for the singular pairs (U (V, r), Vt (r, m)) of a reference matrix: (..., r).
 

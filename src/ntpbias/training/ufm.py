@@ -27,7 +27,7 @@ from ..geometry.ufm import (
     mode_strengths,
     optimality_certificate,
     predicted_grams,
-    subspace_energy,
+    subspace_collapse,
     support_groups,
     support_svd,
     ufm_logits,
@@ -40,29 +40,43 @@ MAX_MODES = 12
 
 @dataclass(frozen=True, eq=False)
 class UFMReference:
-    """What the iterates are measured against: L^mm (certified), the SVD of S̃, the support sets, the predicted Grams,
-    and the singular pairs of D0 = -∇CE(0) (the directions small-initialisation training grows first, U-6)."""
+    """What the iterates are measured against (docs/ufm.md#predicted-geometry).
+
+    Attributes
+    ----------
+    svm : the certified nuclear-norm NTP-SVM L^mm; ``mm_U`` (V, r): its left singular vectors (the support-pattern
+        word subspace of :func:`~ntpbias.geometry.ufm.subspace_collapse`)
+    support : the SVD of the centred support matrix S̃
+    groups : (m,) the support set of each context
+    word_gram, context_gram : the predicted Gram directions (L^mm L^mm^T)^{1/2} and (L^mm^T L^mm)^{1/2}
+    D0_U, D0_sigma, D0_Vt : the leading singular pairs of D0 = -∇CE(0), the directions small-initialisation training
+        grows first (U-6), at most :data:`MAX_MODES`
+    L_opt : (V, m) the optimum at the training λ when known (for ``dist_opt``), else None
+    """
 
     svm: LogitSVMResult
     support: SupportSVD
     groups: torch.Tensor
     word_gram: torch.Tensor
     context_gram: torch.Tensor
+    mm_U: torch.Tensor
     D0_U: torch.Tensor
     D0_sigma: torch.Tensor
     D0_Vt: torch.Tensor
+    L_opt: torch.Tensor | None = None
 
     @classmethod
-    def of(cls, data: NTPData, *, solver: str = "auto") -> UFMReference:
+    def of(cls, data: NTPData, *, solver: str = "auto", svm: LogitSVMResult | None = None) -> UFMReference:
         from ..geometry.loss import logit_cross_entropy_grad
 
-        svm = nuclear_svm(data, solver)
+        svm = svm if svm is not None else nuclear_svm(data, solver)
         word, context = predicted_grams(svm.L)
         groups, _ = support_groups(data)
         _, G0 = logit_cross_entropy_grad(torch.zeros(data.V, data.m, dtype=data.P.dtype), data)
         U, s, Vt = torch.linalg.svd(-G0, full_matrices=False)
         r = min(int((s > 1e-9 * s[0]).sum()), MAX_MODES)
-        return cls(svm, support_svd(data), groups, word, context, U[:, :r], s[:r], Vt[:r])
+        Um = torch.linalg.svd(svm.L, full_matrices=False)[0][:, :max(svm.rank, 1)]
+        return cls(svm, support_svd(data), groups, word, context, Um, U[:, :r], s[:r], Vt[:r])
 
 
 def ufm_metrics(W: torch.Tensor, H: torch.Tensor, data: NTPData, lam: float, ref: UFMReference
@@ -71,22 +85,30 @@ def ufm_metrics(W: torch.Tensor, H: torch.Tensor, data: NTPData, lam: float, ref
 
     Names (``ntpbias.metrics.DEFINITIONS``): ``loss`` (CE), ``objective``, ``loss_gap``, ``F_error_rel``,
     ``cos_perp_mm``, ``cos_mm``, ``perp_norm``, ``logit_norm``, ``nuclear``, ``cos_word_gram``, ``cos_context_gram``,
-    ``word_energy_S``, ``context_energy_S``, ``within_angle``, ``between_angle``, ``collapse_ratio``, ``balance``,
-    and ``mode_<i>`` (strength of D0's i-th singular pair in the logits).
+    ``cos_word_gram_S``, ``cos_context_gram_S`` (against the SVD of S̃), ``within_angle``, ``between_angle``,
+    ``collapse_ratio``, their ``sub_`` versions (support-pattern subspace), ``balance``, ``dist_opt`` (when the
+    optimum is known), ``mode_<i>`` (strength of D0's i-th singular pair in the logits) and ``smode_<i>`` (of S̃'s).
     """
     f, ce, _ = ufm_loss_grad(W, H, data, lam)
     L = ufm_logits(W, H)
     out = {"loss": ce, "objective": f, "loss_gap": ce - data.entropy}
     out.update(logit_decomposition(L, data, ref.svm.L))
     out.update(gram_alignment(W, H, ref.word_gram, ref.context_gram))
-    if ref.support.rank:
-        out["word_energy_S"] = subspace_energy(W, ref.support.U)
-        out["context_energy_S"] = subspace_energy(H, ref.support.Vt.mT)
+    s = ref.support
+    if s.rank:
+        S_grams = gram_alignment(W, H, (s.U * s.sigma) @ s.U.mT, (s.Vt.mT * s.sigma) @ s.Vt)
+        out.update({f"{k}_S": v for k, v in S_grams.items()})
     out.update(collapse(H, ref.groups))
+    out.update(subspace_collapse(W, H, ref.groups, ref.mm_U))
     WtW, HtH = W.mT @ W, H.mT @ H
     out["balance"] = torch.linalg.matrix_norm(WtW - HtH) / torch.linalg.matrix_norm(WtW).clamp_min(1e-300)
+    if ref.L_opt is not None:
+        out["dist_opt"] = torch.linalg.matrix_norm(L - ref.L_opt.to(L)) / torch.linalg.matrix_norm(ref.L_opt)
     strengths = mode_strengths(L, ref.D0_U, ref.D0_Vt)
     out.update({f"mode_{i}": strengths[..., i] for i in range(strengths.shape[-1])})
+    if s.rank:
+        strengths = mode_strengths(L, s.U, s.Vt)
+        out.update({f"smode_{i}": strengths[..., i] for i in range(min(strengths.shape[-1], MAX_MODES))})
     return out
 
 

@@ -96,7 +96,8 @@ def _steihaug(g, hvp, radius, cg_tol, max_cg):
     rr = _dot(r, r)
     active = torch.ones_like(rr, dtype=torch.bool)
     steps = 0
-    for steps in range(1, max_cg + 1):
+    while steps < max_cg:
+        steps += 1
         Hp = hvp(p)
         pHp = _dot(p, Hp)
         alpha = (rr / torch.where(pHp > 0, pHp, torch.ones_like(pHp)))[:, None, None]
@@ -118,7 +119,15 @@ def _steihaug(g, hvp, radius, cg_tol, max_cg):
     return z, steps
 
 
-def _escape(X, G, which, lam, V):
+def _rank_deficient(X: torch.Tensor) -> torch.Tensor:
+    """(B,) whether the rows of X = [W; H] leave a direction of R^d free (the escape needs one)."""
+    if X.shape[-1] > X.shape[-2]:
+        return torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
+    sv = torch.linalg.svdvals(X)
+    return sv[..., -1] <= 1e-8 * sv[..., 0].clamp_min(1e-300)
+
+
+def _escape(X, G, which, lam):
     """Move the seeds ``which`` off a saddle along the top singular pair of -G (module docstring)."""
     U, s, Vh = torch.linalg.svd(-G, full_matrices=False)
     _, _, Vr = torch.linalg.svd(X, full_matrices=True)
@@ -129,8 +138,9 @@ def _escape(X, G, which, lam, V):
     return X + eps * dir_[..., :, None] * a[..., None, :]
 
 
-def solve_point(X: torch.Tensor, data: NTPData, lam: float, *, tol: float = PATH_TOL, radius: torch.Tensor | None = None,
-                max_newton: int = 300, max_cg: int = 5000) -> tuple[torch.Tensor, dict]:
+def solve_point(X: torch.Tensor, data: NTPData, lam: float, *, tol: float = PATH_TOL,
+                radius: torch.Tensor | None = None, max_newton: int = 300,
+                max_cg: int = 5000) -> tuple[torch.Tensor, dict]:
     """Minimize f(W, H) = CE(W H^T) + (λ/2)(||W||² + ||H||²) from the stacked X = [W; H] (B, V + m, d) by batched
     trust-region Newton-CG until every seed's ``grad_rel`` <= tol (module docstring).
 
@@ -147,7 +157,9 @@ def solve_point(X: torch.Tensor, data: NTPData, lam: float, *, tol: float = PATH
         if bool(done.any()):
             saddle = done & (torch.linalg.matrix_norm(G, ord=2) > lam * (1 + ESCAPE_TOL))
             if bool(saddle.any()):
-                X = _escape(X, G, saddle, lam, data.V)
+                saddle &= _rank_deficient(X)  # with d <= rank the factorization cannot reach the convex optimum
+            if bool(saddle.any()):
+                X = _escape(X, G, saddle, lam)
                 f, g, G, probs = _objective(X, data, lam)
                 stats["escapes"] += 1
                 continue
@@ -190,7 +202,6 @@ def regularization_path(data: NTPData, lambdas, *, seeds: list[int], d: int, ini
     params = init_embeddings(data, seeds, d, init_scale)
     X = torch.cat([params["W"], params["H"]], dim=-2)
     points: list[UFMPathPoint] = []
-    radius = None
     for lam in sorted((float(x) for x in lambdas), reverse=True):
         if progress is not None:
             progress(f"λ = {lam:.3g}")
@@ -204,8 +215,7 @@ def regularization_path(data: NTPData, lambdas, *, seeds: list[int], d: int, ini
             if not bool(torch.isfinite(start).all()) or float(_objective(start, data, lam)[0].max()) > float(
                     _objective(X1, data, lam)[0].max()):
                 start = X1
-        X, stats = solve_point(start, data, lam, tol=tol, radius=None)
-        radius = stats["radius"]
+        X, stats = solve_point(start, data, lam, tol=tol)  # a fresh trust region: faster than the last one's
         W, H = _split(X, data.V)
         cert = optimality_certificate(W, H, data, lam)
         notes = []

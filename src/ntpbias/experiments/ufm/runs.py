@@ -1,0 +1,173 @@
+"""The log-bilinear model's runs: the reference objects of a dataset, the regularization path, one batched training
+run, the order-of-learning analysis, and ``ntpbias train`` (docs/ufm.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from ..._tensor import resolve_device
+from ...data.ntp import NTPData
+from ...geometry.logit_svm import LogitSVMResult, nuclear_svm, same_support_spread, svm_vs_centred_support
+from ...geometry.ufm import finite_logits
+from ...io import ensure_dir, write_npz
+from ...results import FigureSpec, RunResult, Section
+from ...training.history import History
+from ...training.loop import Trainer
+from ...training.optimizers import Optimizer
+from ...training.ufm import UFMProblem, UFMReference, ufm_metrics
+from ...training.ufm_path import UFMPathPoint, lambda_grid, regularization_path
+from ..base import RunContext, register_trainer
+from .config import UFMConfig
+
+
+# ------------------------------------------------------------------------------------------------ data and reference
+def prepare(cfg: UFMConfig, ctx: RunContext) -> UFMConfig:
+    """Apply the invocation's seeds/device to a preset config."""
+    resolve_device(ctx.device)
+    return replace(cfg, seeds=max(cfg.seeds, ctx.seeds), device=ctx.device)
+
+
+def data_for(cfg: UFMConfig) -> NTPData:
+    """The config's dataset in float64 (every logit-space object is a theory quantity)."""
+    return cfg.data.build(torch.float64)
+
+
+def reference(data: NTPData, cfg: UFMConfig, *, svm: LogitSVMResult | None = None) -> tuple[UFMReference, dict]:
+    """L^mm (certified), the SVD of S̃, the groups and D0's modes, and the dataset facts shown in reports."""
+    ref = UFMReference.of(data, solver=cfg.model.solver, svm=svm)
+    s = ref.support
+    facts = {
+        "contexts m": data.m, "vocabulary V": data.V, "embedding dim d": cfg.model.dim(data),
+        "support sets (distinct)": int(ref.groups.max()) + 1, "entropy H (nats)": data.entropy,
+        "||L*|| (finite part)": float(torch.linalg.matrix_norm(finite_logits(data))),
+        "rank of S̃": s.rank, "singular values of S̃": [round(x, 6) for x in s.sigma.tolist()],
+        "polar factor of S̃, largest entry off the supports": s.polar_out_max,
+        "||L^mm||_* (nuclear-norm NTP-SVM)": ref.svm.value, "rank of L^mm": ref.svm.rank,
+        "SVM solver": ref.svm.solver, "SVM relative duality gap": ref.svm.gap_rel,
+        "||L^mm - S̃|| / ||S̃||": svm_vs_centred_support(ref.svm, data),
+        "same-support column spread of L^mm": same_support_spread(ref.svm.L, ref.groups),
+    }
+    return ref, facts
+
+
+def cross_check(data: NTPData, main: LogitSVMResult) -> tuple[LogitSVMResult, float]:
+    """The other backend's solution (Clarabel when ``main`` came from ADMM and vice versa) and the relative
+    difference of the two optimal values."""
+    other = nuclear_svm(data, "admm" if main.solver == "clarabel" else "clarabel")
+    return other, abs(other.value - main.value) / main.value
+
+
+# ------------------------------------------------------------------------------------------------ the path
+@dataclass(frozen=True, eq=False)
+class PathRun:
+    """A solved regularization path and its ``metrics.csv`` rows (``run = path-<name>``, ``step`` = index of λ)."""
+
+    name: str
+    points: list[UFMPathPoint]
+    rows: list[dict]
+    seconds: float
+
+
+def run_path(cfg: UFMConfig, data: NTPData, ref: UFMReference, ctx: RunContext, name: str,
+             extra_lambdas: tuple[float, ...] = ()) -> PathRun:
+    """The path over ``cfg.path``'s λ grid (plus ``extra_lambdas``), batched over the config's seeds."""
+    lambdas = sorted(set(lambda_grid(data, cfg.path.points, cfg.path.decades)) | set(extra_lambdas), reverse=True)
+    seeds = [cfg.seed + b for b in range(cfg.seeds)]
+    d = cfg.model.dim(data)
+    points = regularization_path(data, lambdas, seeds=seeds, d=d, init_scale=cfg.path.init_scale,
+                                 tol=cfg.path.tol, progress=lambda msg: ctx.say(f"path {name}: {msg}"))
+    rows = []
+    for i, p in enumerate(points):
+        values = ufm_metrics(p.W, p.H, data, p.lam, ref)
+        values.update({k: p.certificate[k] for k in ("grad_rel", "op_ratio", "gap_rel", "variational_gap")})
+        for b, seed in enumerate(seeds):
+            rows.append({"run": f"path-{name}", "step": i, "seed": seed, "lam": p.lam,
+                         **{k: float(v[b]) for k, v in values.items()}})
+    return PathRun(name, points, rows, sum(p.seconds for p in points))
+
+
+def optimum_at(cfg: UFMConfig, data: NTPData, lam: float) -> UFMPathPoint:
+    """The certified optimum at the training λ, reached along a short path from λ_0/√10 (two points per decade); one
+    seed: the logits are the same from every seed."""
+    start = lambda_grid(data, 2, 1.0)[0]
+    n = max(1, int(np.ceil(2 * np.log10(start / lam))) + 1) if lam < start else 1
+    lambdas = np.geomspace(start, lam, n) if n > 1 else np.array([lam])
+    return regularization_path(data, lambdas.tolist(), seeds=[cfg.seed], d=cfg.model.dim(data),
+                               init_scale=cfg.path.init_scale, tol=cfg.path.tol)[-1]
+
+
+# ------------------------------------------------------------------------------------------------ training
+def train_run(cfg: UFMConfig, data: NTPData, ref: UFMReference, ctx: RunContext, run: str) -> History:
+    """Train ``cfg`` (batched over its seeds) and return the history; rows carry ``run``."""
+    problem = UFMProblem(data, ref, d=cfg.model.dim(data), lam=cfg.model.lam, init_scale=cfg.model.init_scale)
+    seeds = [cfg.seed + b for b in range(cfg.seeds)]
+    trainer = Trainer(problem, Optimizer(cfg.optimizer, loss_floor=data.entropy), cfg.train, seeds=seeds,
+                      checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)
+    history = trainer.run(resume=ctx.resume)
+    history.run = run
+    return history
+
+
+def half_times(history: History, prefix: str = "mode_") -> tuple[np.ndarray, np.ndarray]:
+    """When each mode is learned: the first logged step at which a_i reaches half its final value (docs/ufm.md, U-6).
+
+    Returns (times (r, n_seeds) float, NaN where a mode's final strength is <= 0; final strengths (r, n_seeds)).
+    """
+    names = sorted((n for n in history.names if n.startswith(prefix)), key=lambda n: int(n[len(prefix):]))
+    modes = np.stack([history[n] for n in names])  # (r, steps, seeds)
+    final = modes[:, -1, :]
+    reached = modes >= 0.5 * final[:, None, :]
+    first = np.argmax(reached, axis=1)  # (r, seeds)
+    times = history.steps[first].astype(float)
+    return np.where(final > 0, times, np.nan), final
+
+
+def order_statistics(sigma: np.ndarray, times: np.ndarray, *, share: float = 1 / 3) -> dict:
+    """Spearman correlation of σ_i with 1/t_i over the modes with σ_i >= share σ_1 (worst seed), and the ratios
+    t_i σ_i / (t_1 σ_1) the small-initialisation linearization predicts to be 1 (docs/ufm.md, U-6)."""
+    from scipy import stats
+
+    keep = sigma >= share * sigma[0]
+    rhos, ratios = [], []
+    for t in times.T:
+        ok = keep & np.isfinite(t)
+        rhos.append(float(stats.spearmanr(sigma[ok], 1 / t[ok]).statistic) if ok.sum() >= 3 else float("nan"))
+        ratios.append(t[ok] * sigma[ok] / (t[0] * sigma[0]))
+    return {"modes": int(keep.sum()), "spearman": rhos, "ratios": ratios}
+
+
+# ------------------------------------------------------------------------------------------------ `ntpbias train`
+def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
+    """``ntpbias train`` for a log-bilinear config: training at λ, compared with the certified optimum at that λ."""
+    from .checks import training_checks
+
+    out = ensure_dir(ctx.out)
+    data = data_for(cfg)
+    ctx.say("nuclear-norm NTP-SVM and the support matrix")
+    ref, facts = reference(data, cfg)
+    if cfg.model.lam > 0:
+        ctx.say(f"the optimum at λ = {cfg.model.lam:g}")
+        opt = optimum_at(cfg, data, cfg.model.lam)
+        ref = replace(ref, L_opt=opt.L[0])
+        facts["optimum at λ: certified"] = opt.certified
+    history = train_run(cfg, data, ref, ctx, "train")
+    section = Section("train", f"Log-bilinear model: {cfg.optimizer.name} on {cfg.data.source} data, λ = "
+                      f"{cfg.model.lam:g}", facts=facts, seconds=history.seconds)
+    section.plots.append(FigureSpec("training", "Training dynamics",
+                                    "Loss above the entropy, the logits' decomposition (finite part and growing part "
+                                    "against L^mm), Gram alignment and collapse, over the iterations.",
+                                    "ufm.training", {"rows": history.rows(), "runs": ["train"]}))
+    if history.status == "completed":
+        section.checks.extend(training_checks("train", cfg, history, ref))
+    else:
+        section.notes.append(history.message)
+    write_npz(out / "ufm.npz", L_mm=ref.svm.L, S_tilde=ref.support.S_tilde, W=history.params["W"],
+              H=history.params["H"], **({} if ref.L_opt is None else {"L_opt": ref.L_opt}))
+    return RunResult(section, cfg, [history],
+                     {"status": history.status, "message": history.message, "final": history.at()}, failure=history)
+
+
+register_trainer("ufm", UFMConfig, train_ufm)
