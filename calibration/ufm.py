@@ -67,13 +67,16 @@ def main() -> None:
                 rec[f"train_dist_{name}"] = float(max(history.at()["dist_opt"]))
                 if name == "gd":
                     times, _ = half_times(history)
-                    rec["order_spearman"] = min(order_statistics(ref.D0_sigma.numpy(), times)["spearman"])
+                    stats = order_statistics(ref.D0_sigma.numpy(), times)
+                    rec["order_spearman"] = min(stats["spearman"])
+                    rec["order_concordance"] = min(stats["concordance"])
             out["runs"][s] = rec
             print(s, json.dumps(rec), flush=True)
     runs = out["runs"].values()
-    worst = {k: (min if k in ("path_cos_perp_mm", "path_gram", "order_spearman") else max)(r[k] for r in runs)
+    lower = ("path_cos_perp_mm", "path_gram", "order_spearman", "order_concordance")
+    worst = {k: (min if k in lower else max)(r[k] for r in runs)
              for k in ("path_F_error_rel", "path_cos_perp_mm", "path_sub_collapse_ratio", "path_gram",
-                       "train_dist_gd", "train_dist_adam", "train_dist_ngd", "order_spearman")}
+                       "train_dist_gd", "train_dist_adam", "train_dist_ngd", "order_spearman", "order_concordance")}
     worst.update({k: all(r[k] for r in runs) for k in ("trend_F", "trend_cos", "trend_collapse", "trend_gram",
                                                         "svm_is_centred_support", "path_certified")})
     out["worst"] = worst

@@ -257,7 +257,7 @@ def test_full_support_everywhere_is_degenerate():
     assert r.status == "degenerate" and r.value == 0.0
 
 
-# ============================================================================ U-1: the variational form and certificates
+# ============================================================================ U-1: variational form, certificates
 def test_variational_form_of_the_nuclear_norm():
     gen = torch.Generator().manual_seed(0)
     L = torch.randn(5, 7, dtype=torch.float64, generator=gen)

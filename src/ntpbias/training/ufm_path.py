@@ -178,8 +178,11 @@ def solve_point(X: torch.Tensor, data: NTPData, lam: float, *, tol: float = PATH
         f_new, g_new, G_new, probs_new = _objective(X + z, data, lam)
         actual = f - f_new
         rho = actual / predicted.clamp_min(1e-300)
-        tiny = predicted <= 1e-14 * f.abs()  # round-off level: accept a step that does not increase f
-        accept = (~done) & (((rho > 1e-4) & (actual >= 0)) | (tiny & (actual >= -1e-14 * f.abs())))
+        # at round-off level (the predicted decrease below 1e-14 |f|) f cannot rank the points: the gradient norm does
+        tiny = predicted <= 1e-14 * f.abs()
+        smaller = _dot(g_new, g_new) < _dot(g, g)
+        rho = torch.where(tiny, torch.where(smaller, 1.0, 0.0).to(rho), rho)
+        accept = (~done) & (((rho > 1e-4) & (actual >= 0)) | (tiny & smaller))
         step = _dot(z, z).sqrt()
         radius = torch.where(rho < 0.25, 0.25 * step.clamp_min(1e-12),
                              torch.where((rho > 0.75) & (step >= 0.99 * radius), 2 * radius, radius))

@@ -264,8 +264,9 @@ def _order_table(history, ref) -> Table:
     stats = order_statistics(sigma, times)
     body = tuple((i + 1, float(sigma[i]), float(times[i, 0]), float(times[i, 0] * sigma[i] / (times[0, 0] * sigma[0])),
                   float(final[i, 0])) for i in range(len(sigma)))
-    return Table(f"Order of learning (GD, seed {history.seeds[0]}; Spearman over the {stats['modes']} leading modes: "
-                 f"{', '.join(f'{r:.3f}' for r in stats['spearman'])} per seed)",
+    return Table(f"Order of learning (GD, seed {history.seeds[0]}; over the {stats['modes']} leading modes, per seed: "
+                 f"separated pairs in order {', '.join(f'{r:.3f}' for r in stats['concordance'])}, Spearman "
+                 f"{', '.join(f'{r:.3f}' for r in stats['spearman'])})",
                  ("mode i", "σ_i(D0)", "t_i (half of final strength)", "t_i σ_i / (t_1 σ_1)", "final u_i^T L v_i"),
                  body)
 

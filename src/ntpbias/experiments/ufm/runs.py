@@ -125,18 +125,28 @@ def half_times(history: History, prefix: str = "mode_") -> tuple[np.ndarray, np.
     return np.where(final > 0, times, np.nan), final
 
 
-def order_statistics(sigma: np.ndarray, times: np.ndarray, *, share: float = 1 / 3) -> dict:
-    """Spearman correlation of σ_i with 1/t_i over the modes with σ_i >= share σ_1 (worst seed), and the ratios
-    t_i σ_i / (t_1 σ_1) the small-initialisation linearization predicts to be 1 (docs/ufm.md, U-6)."""
+def order_statistics(sigma: np.ndarray, times: np.ndarray, *, share: float = 1 / 3, gap: float = 1.2) -> dict:
+    """How well the half-times follow the singular values (docs/ufm.md, U-6), per seed, over the leading modes
+    (σ_i >= share σ_1):
+
+    * ``concordance``: the fraction of pairs with well-separated singular values (σ_i >= gap σ_k) learned in the order
+      of σ (t_i <= t_k); nearly equal σ have no predicted order;
+    * ``spearman``: the rank correlation of σ_i with 1/t_i;
+    * ``ratios``: t_i σ_i / (t_1 σ_1), which the small-initialisation linearization predicts to be about 1.
+    """
     from scipy import stats
 
     keep = sigma >= share * sigma[0]
-    rhos, ratios = [], []
+    idx = np.flatnonzero(keep)
+    pairs = [(i, k) for i in idx for k in idx if sigma[i] >= gap * sigma[k]]
+    rhos, conc, ratios = [], [], []
     for t in times.T:
         ok = keep & np.isfinite(t)
         rhos.append(float(stats.spearmanr(sigma[ok], 1 / t[ok]).statistic) if ok.sum() >= 3 else float("nan"))
+        valid = [(i, k) for i, k in pairs if np.isfinite(t[i]) and np.isfinite(t[k])]
+        conc.append(float(np.mean([t[i] <= t[k] for i, k in valid])) if valid else float("nan"))
         ratios.append(t[ok] * sigma[ok] / (t[0] * sigma[0]))
-    return {"modes": int(keep.sum()), "spearman": rhos, "ratios": ratios}
+    return {"modes": int(keep.sum()), "pairs": len(pairs), "concordance": conc, "spearman": rhos, "ratios": ratios}
 
 
 # ------------------------------------------------------------------------------------------------ `ntpbias train`
