@@ -104,3 +104,24 @@ def test_config_rules():
     cfg = apply_overrides(PLANTED_GD, ["data.sizes=[1, 2]", "data.contexts=[3]", "data.V=5"])
     data = cfg.data.build()
     assert (data.m, data.V) == (6, 5)
+
+
+def test_calibrated_levels_follow_the_calibration_file():
+    """The levels cite calibration/ufm.json: its worst values, and the margins of decision U-D9."""
+    import json
+    from pathlib import Path
+
+    from ntpbias.experiments.ufm.checks import CALIBRATION_SEEDS, CALIBRATION_WORST, LEVELS
+
+    record = json.loads((Path(__file__).resolve().parents[2] / "calibration" / "ufm.json").read_text())
+    assert record["data_seeds"] == list(CALIBRATION_SEEDS) and 0 not in CALIBRATION_SEEDS
+    worst = record["worst"]
+    assert worst["trend_F"] and worst["trend_cos"] and worst["trend_collapse"] and worst["trend_gram"]
+    for key, value in CALIBRATION_WORST.items():
+        assert value == pytest.approx(worst[key], rel=2e-3), key
+        if key.startswith(("path_cos", "path_gram")):
+            assert LEVELS[key] == pytest.approx(1 - 2 * (1 - worst[key]), abs=1e-3)
+        elif key == "order_concordance":
+            assert LEVELS[key] == pytest.approx(worst[key] - 0.15)
+        else:
+            assert worst[key] < LEVELS[key] <= 2.05 * worst[key]

@@ -25,11 +25,14 @@ from .runs import PathRun, half_times, order_statistics
 ZHAO = "Zhao, Behnia, Vakilian, Thrampoulidis (COLM 2024)"
 #: planted data seeds of the calibration (calibration/ufm.py) and the worst values measured there
 CALIBRATION_SEEDS = range(1, 9)
-CALIBRATION_WORST: dict[str, float] = {}
-#: the levels graded on data seed 0: the worst calibration value with a margin (docs/ufm.md#checks)
-LEVELS: dict[str, float] = {"path_F_error_rel": 1.0, "path_cos_perp_mm": 0.0, "path_sub_collapse_ratio": 1.0,
-                            "path_gram": 0.0, "train_dist_gd": 1.0, "train_dist_adam": 1.0, "train_dist_ngd": 1.0,
-                            "order_concordance": 0.0}
+CALIBRATION_WORST: dict[str, float] = {
+    "path_F_error_rel": 0.01507, "path_cos_perp_mm": 0.9911, "path_sub_collapse_ratio": 0.04149, "path_gram": 0.9772,
+    "train_dist_gd": 0.006841, "train_dist_adam": 0.001383, "train_dist_ngd": 0.003552, "order_concordance": 0.75}
+#: the levels graded on data seed 0 (docs/ufm.md, decision U-D9): twice the worst calibration value for errors, twice
+#: its distance to 1 for cosines, the worst value minus 0.15 for the concordance
+LEVELS: dict[str, float] = {
+    "path_F_error_rel": 0.03, "path_cos_perp_mm": 0.982, "path_sub_collapse_ratio": 0.083, "path_gram": 0.954,
+    "train_dist_gd": 0.014, "train_dist_adam": 0.0028, "train_dist_ngd": 0.0071, "order_concordance": 0.6}
 EXACT = 1e-6
 
 
