@@ -125,3 +125,13 @@ def test_calibrated_levels_follow_the_calibration_file():
             assert LEVELS[key] == pytest.approx(worst[key] - 0.15)
         else:
             assert worst[key] < LEVELS[key] <= 2.05 * worst[key]
+
+
+def test_docs_python_example_runs(capsys):
+    """The Python block of docs/ufm.md runs as written."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ufm.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/ufm.md", "exec"), {})
+    assert "tensor(" in capsys.readouterr().out

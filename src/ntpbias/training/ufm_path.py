@@ -237,3 +237,7 @@ def lambda_grid(data: NTPData, n: int = 8, decades: float = 4.0) -> list[float]:
     lam0 = float(torch.linalg.matrix_norm(G0, ord=2))
     exps = [-0.5 - (decades - 0.5) * i / max(n - 1, 1) for i in range(n)]
     return [lam0 * math.pow(10.0, e) for e in exps]
+
+
+#: the name the package exports (``ntpbias.ufm_regularization_path``)
+ufm_regularization_path = regularization_path

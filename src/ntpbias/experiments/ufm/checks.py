@@ -133,7 +133,7 @@ def path_checks(name: str, run: PathRun, *, graded: bool = False, data_seed: int
         check_at_most(f"{name}: first-order conditions", f"every path point and seed is stationary: ||∇f|| / (λ||(W, "
                       f"H)||) ({len(pts)} values of λ)", grad, pts[0].tol, "docs/ufm.md, U-1", **_exact()),
         check_at_most(f"{name}: global optimality", "||∇CE(W H^T)||_op <= λ at every point (a stationary point of the "
-                      "factorization is then a global minimum; ratio shown)", op, 1 + EXACT,
+                      "factorization is then a global minimum): largest ||∇CE||_op / λ - 1", op - 1, EXACT,
                       "docs/ufm.md, U-1 (Burer-Monteiro)", **_exact()),
         check_at_most(f"{name}: convex duality gap", "relative duality gap of min CE(L) + λ||L||_* at L = W H^T",
                       gap, 1e-7, "docs/ufm.md, U-1 (our derivation of the dual)", **_exact()),
