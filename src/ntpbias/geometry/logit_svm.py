@@ -252,7 +252,7 @@ def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, ma
     >>> data = NTPData.from_arrays(torch.eye(3), [[0.5, 0.5, 0], [0, 0, 1.0], [0, 0, 1.0]])
     >>> r = nuclear_svm(data, "admm")
     >>> r.status, round(r.value, 6), r.gap_rel < 1e-9
-    ('optimal', 2.44949, True)
+    ('optimal', 1.414214, True)
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")

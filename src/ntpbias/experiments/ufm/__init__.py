@@ -18,8 +18,8 @@ Vakilian, Thrampoulidis 2024) on planted support patterns and on Shakespeare:
 
 from .checks import geometry_checks, order_checks, path_checks, training_checks
 from .config import OVERLAP, PLANTED_ADAM, PLANTED_GD, PLANTED_NGD, SHAKESPEARE, UFMConfig, UFMDataConfig, scaled
-from .group import FIGURES, run_group
-from .runs import half_times, order_statistics, reference, run_path, train_run, train_ufm
+from .group import FIGURES, run_group, train_ufm
+from .runs import half_times, order_statistics, reference, run_path, train_run
 
 __all__ = ["FIGURES", "OVERLAP", "PLANTED_ADAM", "PLANTED_GD", "PLANTED_NGD", "SHAKESPEARE", "UFMConfig",
            "UFMDataConfig", "geometry_checks", "half_times", "order_checks", "order_statistics", "path_checks",

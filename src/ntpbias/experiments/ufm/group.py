@@ -1,4 +1,5 @@
-"""``reproduce ufm``: the log-bilinear model on planted supports and on Shakespeare (docs/ufm.md#what-the-runs-show)."""
+"""``reproduce ufm`` (the log-bilinear model on planted supports and on Shakespeare, docs/ufm.md#what-the-runs-show)
+and ``ntpbias train`` of a ``ufm`` config."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..._tensor import to_numpy
 from ...geometry.ufm import finite_logits
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
-from ..base import Group, RunContext, raise_if_failed, register_group
+from ..base import Group, RunContext, raise_if_failed, register_group, register_trainer
 from .checks import ZHAO, geometry_checks, neural_collapse_check, order_checks, path_checks, training_checks
 from .config import OVERLAP, PLANTED_ADAM, PLANTED_GD, PLANTED_NGD, SHAKESPEARE, UFMConfig, scaled
 from .runs import (
@@ -326,4 +327,36 @@ def _claims_table() -> Table:
     ))
 
 
+# ------------------------------------------------------------------------------------------------ `ntpbias train`
+def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
+    """``ntpbias train`` for a log-bilinear config: training at λ, compared with the certified optimum at that λ."""
+    out = ensure_dir(ctx.out)
+    data = data_for(cfg)
+    ctx.say("nuclear-norm NTP-SVM and the support matrix")
+    ref, facts = reference(data, cfg)
+    if cfg.model.lam > 0:
+        ctx.say(f"the optimum at λ = {cfg.model.lam:g}")
+        opt = optimum_at(cfg, data, cfg.model.lam)
+        ref = replace(ref, L_opt=opt.L[0])
+        facts["optimum at λ: certified"] = opt.certified
+    history = train_run(cfg, data, ref, ctx, "train")
+    section = Section("train", f"Log-bilinear model: {cfg.optimizer.name} on {cfg.data.source} data, λ = "
+                      f"{cfg.model.lam:g}", facts=facts, seconds=history.seconds)
+    section.plots.append(FigureSpec("training", "Training dynamics",
+                                    "Loss above the entropy, the logits' decomposition (finite part and growing part "
+                                    "against L^mm), Gram alignment and collapse, over the iterations.",
+                                    "ufm.training", {"rows": history.rows(), "runs": ["train"]}))
+    if history.status == "completed":
+        section.checks.extend(training_checks("train", cfg, history, ref))
+    else:
+        section.notes.append(history.message)
+    write_npz(out / "ufm.npz", L_mm=ref.svm.L, S_tilde=ref.support.S_tilde, W=history.params["W"],
+              H=history.params["H"], **({} if ref.L_opt is None else {"L_opt": ref.L_opt}))
+    return RunResult(section, cfg, [history],
+                     {"status": history.status, "message": history.message, "final": history.at()}, failure=history)
+
+
+
+
+register_trainer("ufm", UFMConfig, train_ufm)
 register_group(Group("ufm", "Beyond paper A: the log-bilinear (unconstrained-features) model", FIGURES, run_group))

@@ -1,5 +1,5 @@
 """The log-bilinear model's runs: the reference objects of a dataset, the regularization path, one batched training
-run, the order-of-learning analysis, and ``ntpbias train`` (docs/ufm.md)."""
+run, and the order-of-learning analysis (docs/ufm.md)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from ..._tensor import resolve_device
 from ...data.ntp import NTPData
 from ...geometry.logit_svm import LogitSVMResult, nuclear_svm, same_support_spread, svm_vs_centred_support
 from ...geometry.ufm import finite_logits
-from ...io import ensure_dir, write_npz
-from ...results import FigureSpec, RunResult, Section
 from ...training.history import History
 from ...training.loop import Trainer
 from ...training.optimizers import Optimizer
 from ...training.ufm import UFMProblem, UFMReference, ufm_metrics
 from ...training.ufm_path import UFMPathPoint, lambda_grid, regularization_path
-from ..base import RunContext, register_trainer
+from ..base import RunContext
 from .config import UFMConfig
 
 
@@ -147,37 +145,3 @@ def order_statistics(sigma: np.ndarray, times: np.ndarray, *, share: float = 1 /
         conc.append(float(np.mean([t[i] <= t[k] for i, k in valid])) if valid else float("nan"))
         ratios.append(t[ok] * sigma[ok] / (t[0] * sigma[0]))
     return {"modes": int(keep.sum()), "pairs": len(pairs), "concordance": conc, "spearman": rhos, "ratios": ratios}
-
-
-# ------------------------------------------------------------------------------------------------ `ntpbias train`
-def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
-    """``ntpbias train`` for a log-bilinear config: training at λ, compared with the certified optimum at that λ."""
-    from .checks import training_checks
-
-    out = ensure_dir(ctx.out)
-    data = data_for(cfg)
-    ctx.say("nuclear-norm NTP-SVM and the support matrix")
-    ref, facts = reference(data, cfg)
-    if cfg.model.lam > 0:
-        ctx.say(f"the optimum at λ = {cfg.model.lam:g}")
-        opt = optimum_at(cfg, data, cfg.model.lam)
-        ref = replace(ref, L_opt=opt.L[0])
-        facts["optimum at λ: certified"] = opt.certified
-    history = train_run(cfg, data, ref, ctx, "train")
-    section = Section("train", f"Log-bilinear model: {cfg.optimizer.name} on {cfg.data.source} data, λ = "
-                      f"{cfg.model.lam:g}", facts=facts, seconds=history.seconds)
-    section.plots.append(FigureSpec("training", "Training dynamics",
-                                    "Loss above the entropy, the logits' decomposition (finite part and growing part "
-                                    "against L^mm), Gram alignment and collapse, over the iterations.",
-                                    "ufm.training", {"rows": history.rows(), "runs": ["train"]}))
-    if history.status == "completed":
-        section.checks.extend(training_checks("train", cfg, history, ref))
-    else:
-        section.notes.append(history.message)
-    write_npz(out / "ufm.npz", L_mm=ref.svm.L, S_tilde=ref.support.S_tilde, W=history.params["W"],
-              H=history.params["H"], **({} if ref.L_opt is None else {"L_opt": ref.L_opt}))
-    return RunResult(section, cfg, [history],
-                     {"status": history.status, "message": history.message, "final": history.at()}, failure=history)
-
-
-register_trainer("ufm", UFMConfig, train_ufm)
