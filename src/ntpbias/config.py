@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 import tomllib
 import typing
@@ -52,13 +53,15 @@ class FieldError(ConfigError):
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None, ge: float | None = None,
             gt: float | None = None, le: float | None = None, lt: float | None = None,
-            choices: tuple | dict | None = None, pattern: str | None = None, finite: bool = True):
+            choices: tuple | dict | None = None, pattern: str | None = None, finite: bool = True,
+            admits: str | None = None):
     """A config field with its one-line documentation and its allowed values (checked by :class:`Config`).
 
     ``ge``/``gt``/``le``/``lt`` bound numbers (and every element of a tuple of numbers); ``choices`` lists the allowed
-    strings; ``pattern`` is a regular expression a string must match in full; ``finite=False`` admits infinities.
+    strings; ``pattern`` is a regular expression a string must match in full (``admits`` says it in words);
+    ``finite=False`` admits infinities.
     """
-    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt,
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "admits": admits,
             "choices": tuple(choices) if choices is not None else None, "pattern": pattern, "finite": finite}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -68,14 +71,52 @@ def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any =
 def allowed(f: dataclasses.Field, typ: Any) -> str:
     """What a field admits, in words (for errors, ``--help`` and the docs): e.g. ``int >= 1``, ``one of gd, adam``."""
     m = f.metadata
+    if m.get("admits"):
+        return m["admits"]
     if m.get("choices"):
         return "one of " + ", ".join(map(str, m["choices"]))
     if m.get("pattern"):
         return f"a string matching {m['pattern']}"
     name = _type_name(typ)
     ops = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
-    bounds = [f"{op} {m[k]:g}" for k, op in ops if m.get(k) is not None]
+    bounds = [f"{op} {_number(m[k])}" for k, op in ops if m.get(k) is not None]
     return " ".join([name, ", ".join(bounds)]).strip()
+
+
+def _toml_value(value: Any) -> str:
+    return tomli_w.dumps({"v": value})[4:].strip()
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def describe(config, *, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """Every setting of a config class (or instance: its values are shown as the defaults), nested tables flattened:
+    ``(dotted key, what it admits, default, doc)``.
+
+    The source of ``ntpbias settings`` and of docs/settings.md.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Opt(Config):
+    ...     lr: float = setting(0.5, "step size", gt=0)
+    >>> describe(Opt)
+    [('lr', 'float > 0', '0.5', 'step size')]
+    """
+    cls = config if isinstance(config, type) else type(config)
+    types = _field_types(cls)
+    defaults = cls() if isinstance(config, type) else config
+    rows = []
+    for f in dataclasses.fields(cls):
+        typ, value = types[f.name], getattr(defaults, f.name)
+        if dataclasses.is_dataclass(typ):
+            rows += describe(value, prefix=f"{prefix}{f.name}.")
+            continue
+        shown = ("[" + ", ".join(_toml_value(v) for v in value) + "]" if isinstance(value, tuple)
+                 else _toml_value(value))
+        rows.append((prefix + f.name, allowed(f, typ), shown, f.metadata.get("doc", "")))
+    return rows
 
 
 def _type_name(typ: Any) -> str:
@@ -135,14 +176,18 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
             raise FieldError(key, f"= {value!r}: expected true or false")
         return value
     if typ is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise FieldError(key, f"= {value!r}: expected an integer ({allowed(f, typ)})")
+        value = int(value)
         if abs(value) > INT64_MAX:
             raise FieldError(key, f"= {value!r}: must fit a 64-bit integer (|value| <= 2^63 - 1)")
     elif typ is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise FieldError(key, f"= {value!r}: expected a number ({allowed(f, typ)})")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            value = math.copysign(math.inf, value)
         if math.isnan(value) or (m.get("finite", True) and math.isinf(value)):
             raise FieldError(key, f"= {value!r}: must be a finite number ({allowed(f, typ)})")
     elif typ is str:
@@ -158,7 +203,7 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
     for k, op, ok in (("ge", ">=", lambda b: value >= b), ("gt", ">", lambda b: value > b),
                       ("le", "<=", lambda b: value <= b), ("lt", "<", lambda b: value < b)):
         if m.get(k) is not None and not ok(m[k]):
-            raise FieldError(key, f"= {value!r}: must be {op} {m[k]:g} ({allowed(f, typ)})")
+            raise FieldError(key, f"= {value!r}: must be {op} {_number(m[k])} ({allowed(f, typ)})")
     return value
 
 
@@ -206,6 +251,10 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             return int(value)
         if isinstance(value, str):
             try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:
+                pass
+            try:
                 f = float(value)
             except ValueError:
                 raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
@@ -216,7 +265,7 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         if isinstance(value, (int, float)):
-            return float(value)
+            return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)  # inf: refused later
         if isinstance(value, str):
             try:
                 return float(value)

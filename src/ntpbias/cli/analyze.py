@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .. import __version__
+from ..config import INT64_MAX
 from ._common import _console, cli, load_ntp_data
 
 
@@ -24,9 +25,11 @@ def _fmt(x) -> str:
 @cli.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--context-length", type=int, default=None, help="Sequences file: contexts are windows of K tokens.")
+@click.option("--context-length", type=click.IntRange(1, INT64_MAX), default=None,
+              help="Sequences file: contexts are windows of K tokens.")
 @click.option("--autoregressive", is_flag=True, help="Sequences file: every prefix of every line is a context.")
-@click.option("--max-context", type=int, default=None, help="With --autoregressive: longest prefix used.")
+@click.option("--max-context", type=click.IntRange(1, INT64_MAX), default=None,
+              help="With --autoregressive: longest prefix used.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
 @click.option("--solver", type=click.Choice(["auto", "clarabel", "dual"]), default="auto", show_default=True,

@@ -14,15 +14,18 @@ from ._common import _console, cli
 
 @cli.command()
 @click.argument("text", nargs=-1, required=True)
-@click.option("--max-context", "-T", type=int, default=8, show_default=True, help="Longest context length T.")
+@click.option("--max-context", "-T", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Longest context length T.")
 @click.option("--tokenizer", type=click.Choice(["word", "wordpiece", "bert-base-uncased"]), default="word",
               show_default=True, help="word: lower-cased words and punctuation; wordpiece: bert-base-uncased.")
 @click.option("--segment", type=click.Choice(["document", "line"]), default="document", show_default=True,
               help="document: sliding windows of T+1 tokens inside each document; line: prefixes of each line.")
-@click.option("--stride", type=int, default=1, show_default=True,
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
               help="document: a window starts every STRIDE tokens (1: all t-grams; T+1: disjoint blocks).")
-@click.option("--max-tokens", type=int, default=0, help="Use only the first N tokens (default: all).")
-@click.option("--max-vocab", type=int, default=0, help="Keep the K most frequent tokens, the rest become <unk>.")
+@click.option("--max-tokens", type=click.IntRange(min=0), default=0,
+              help="Use only the first N tokens (default: all).")
+@click.option("--max-vocab", type=click.IntRange(min=0), default=0,
+              help="Keep the K most frequent tokens, the rest become <unk>.")
 @click.option("--keep-case", is_flag=True, help="Do not lower-case (word tokenizer).")
 @click.option("--no-punctuation", is_flag=True, help="Drop punctuation instead of keeping it as tokens.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,

@@ -26,7 +26,8 @@ def train(config, preset, scale, overrides, out, resume, as_json, quiet):
     """Train one model; writes config.toml, metrics.csv, summary.json, figures/, report.html, checkpoints/.
 
     CONFIG is a TOML file (its `experiment` key picks the paper; `config.toml` of an earlier run works), or
-    use --preset. Every value can be overridden with --set.
+    use --preset. Every value can be overridden with --set. Every key with its type, allowed range and default:
+    `ntpbias settings EXPERIMENT|PRESET` (also docs/settings.md); a value outside them is refused before any work.
 
     \b
     Examples:

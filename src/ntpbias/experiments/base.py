@@ -37,7 +37,8 @@ class RunConfig(Config):
     experiment: str = setting("", "the experiment; selects the config class when a TOML file is read")
     seed: int = setting(0, "seed of the first run; every random choice of the run derives from it", ge=0)
     seeds: int = setting(1, "number of runs (seeds seed, seed+1, ...)", ge=1)
-    device: str = setting("cpu", "cpu, cuda or cuda:N", pattern=DEVICE_PATTERN)
+    device: str = setting("cpu", "where the run computes", pattern=DEVICE_PATTERN,
+                          admits="cpu, cuda or cuda:N")
     dtype: str = setting("float64", "float64 (every theory quantity) or float32 (speed)", choices=tuple(DTYPES))
 
 

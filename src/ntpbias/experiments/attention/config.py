@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from ...config import Config, setting
 from ...data.tokens import KLevelLaw, power_level_sizes
+from ...geometry.svm import SOLVERS
 from ...training.attention import MODELS
 from ...training.loop import TrainConfig
 from ...training.optimizers import OptimizerConfig
@@ -86,7 +87,7 @@ class StageTwoModelConfig(Config):
     """The embedding dimension of stage 1 and the solver of the max-margin programs (12)."""
 
     d: int = setting(1024, "embedding dimension", ge=1)
-    solver: str = setting("auto", "backend of the max-margin programs (12)")
+    solver: str = setting("auto", "backend of the max-margin programs (12)", choices=SOLVERS)
 
 
 @dataclass(frozen=True)
