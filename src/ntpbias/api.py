@@ -25,10 +25,17 @@ from typing import Any
 from .config import apply_overrides
 from .errors import DataError
 from .experiments import GROUPS, TRAINERS
-from .experiments.base import RunContext, get_preset, load_run_config, raise_if_failed, resolve_ids
-from .io import ensure_dir, write_json
+from .experiments.base import (
+    RunContext,
+    get_preset,
+    load_run_config,
+    preflight,
+    raise_if_failed,
+    resolve_ids,
+)
+from .io import ensure_dir, input_file, write_json
 from .report import draw, render
-from .results import Check, RunResult, Section, read_metrics_csv, tally, write_run
+from .results import Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
 from .training.history import History
 
 #: the ``command`` recorded in summary.json for runs started from Python
@@ -76,7 +83,12 @@ def save_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
 
 
 def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
-    """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell."""
+    """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell.
+
+    The config's checks at the door (:func:`~ntpbias.experiments.base.preflight`: files, memory) and the output
+    directory's run before any work."""
+    preflight(cfg)
+    check_outputs(ctx.out)
     result = TRAINERS[cfg.experiment][1](cfg, ctx)
     save_run(ctx.out, result, command=command)
     return result
@@ -88,7 +100,12 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
     from dataclasses import replace
 
     chosen = resolve_ids(list(ids))
-    out = ensure_dir(ctx.out)
+    if ctx.yelp:
+        input_file(ctx.yelp, "--yelp")
+    for gid in chosen:  # every group's checks before the first group's work
+        GROUPS[gid].preflight(ctx)
+    check_outputs(ctx.out, *(ctx.out / gid for gid in chosen if len(chosen) > 1))
+    out = Path(ctx.out)  # created by the first group that writes
     sections, t0 = [], time.perf_counter()
     for gid, figures in chosen.items():
         group_dir = out if len(chosen) == 1 else out / gid

@@ -154,6 +154,21 @@ class Config:
     def check(self) -> None:
         """Rules between fields (override; raise ValueError with a message naming the keys)."""
 
+    def input_files(self) -> dict[str, str]:
+        """The files this table's settings name (setting -> path), checked before any work; raise a ConfigError when
+        the settings need a file that is not given (override)."""
+        return {}
+
+
+def input_files(cfg, prefix: str = "") -> dict[str, str]:
+    """Every file a (nested) config names, by dotted key (:meth:`Config.input_files` of each table)."""
+    out = {prefix + k: v for k, v in (cfg.input_files() if isinstance(cfg, Config) else {}).items()}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(input_files(value, f"{prefix}{f.name}."))
+    return out
+
 
 def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
     """``value`` checked against ``typ`` and the field's range (ints widen to float, lists to tuples)."""
@@ -353,15 +368,24 @@ def apply_overrides(cfg: C, overrides: list[str] | tuple[str, ...]) -> C:
     return from_dict(type(cfg), nested, base=cfg)
 
 
+def read_toml(path: str | Path, what: str = "config file") -> dict:
+    """The table of a user's TOML file; a missing path, a directory or FIFO, text that is not UTF-8, or invalid TOML
+    is a one-line error naming the file."""
+    from .io import read_input_text
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such {what}")
+    try:
+        return tomllib.loads(read_input_text(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
 def load_toml(cls: type[C], path: str | Path, *, base: C | None = None) -> C:
     """Read a TOML config file into ``cls`` (unknown keys and type mismatches are errors)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        values = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    values = read_toml(path)
     try:
         return from_dict(cls, values, base=base)
     except ConfigError as exc:

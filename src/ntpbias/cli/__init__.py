@@ -35,7 +35,11 @@ def main(argv: list[str] | None = None) -> None:
             if not debug:
                 warnings.simplefilter("ignore")
             rv = cli.main(args=args, prog_name="ntpbias", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, EOFError):  # click turns an EOFError into Abort: a bug, not Ctrl-C
+            if debug:
+                raise exc.__context__ from None
+            _bug(exc.__context__)
         click.echo("ntpbias: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -52,11 +56,15 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug: never dressed up as a user error
         if debug:
             raise
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        click.echo(f"ntpbias: internal error (a bug, please report it): {message}; rerun with --debug for the "
-                   "traceback", err=True)
-        sys.exit(EXIT_BUG)
+        _bug(exc)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _bug(exc: BaseException) -> None:
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    click.echo(f"ntpbias: internal error (a bug, please report it): {message}; rerun with --debug for the "
+               "traceback", err=True)
+    sys.exit(EXIT_BUG)
 
 
 def _fail(message: str) -> None:

@@ -9,7 +9,7 @@ import click
 
 from .. import __version__
 from ..config import INT64_MAX
-from ._common import _console, cli, load_ntp_data
+from ._common import _console, cli, load_ntp_data, max_memory_option
 
 
 def _fmt(x) -> str:
@@ -43,6 +43,7 @@ def _fmt(x) -> str:
               help="Where the matrix-free computations run.")
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
             as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
@@ -61,11 +62,11 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
 
     from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
-    from ..io import ensure_dir, sha256_file, write_json, write_npz
+    from ..io import check_output_dir, ensure_dir, sha256_file, write_json, write_npz
 
     console = _console(quiet)
     dev = resolve_device(device)
-    out = Path(out)
+    out = check_output_dir(out, ("analysis.json", "geometry.npz"))
     with console.status("reading data"):
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)

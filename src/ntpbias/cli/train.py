@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from ._common import _console, cli, command_line, print_checks
+from ._common import _console, cli, command_line, max_memory_option, print_checks
 
 
 @cli.command()
@@ -22,6 +22,7 @@ from ._common import _console, cli, command_line, print_checks
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def train(config, preset, scale, overrides, out, resume, as_json, quiet):
     """Train one model; writes config.toml, metrics.csv, summary.json, figures/, report.html, checkpoints/.
 

@@ -35,6 +35,7 @@ import torch
 from .._tensor import DEFAULT_DTYPE
 from ..config import Config, setting
 from ..errors import ConfigError, DataError
+from ..io import read_input_text
 from .embedding import EmbeddingSpec
 from .ntp import NTPData
 from .sequences import ContextSamples, autoregressive_id_samples
@@ -116,10 +117,7 @@ class Document:
     kind: str = "text"
 
     def read(self) -> str:
-        try:
-            text = Path(self.path).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        text = read_input_text(self.path)
         return play_text(text) if self.kind == "play" else text
 
     @property

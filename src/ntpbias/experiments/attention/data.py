@@ -40,6 +40,12 @@ class TokenDataConfig(Config):
                                "50,000 reviews)")
     cache: bool = setting(True, "text: use the on-disk cache of preprocessed datasets ($NTPBIAS_CACHE)")
 
+    def input_files(self) -> dict[str, str]:
+        if self.source == "yelp" and not self.path:
+            raise ConfigError("data.source = 'yelp' needs the reviews file: set data.path (e.g. --set "
+                              "data.path=yelp_academic_dataset_review.json)")
+        return {"path": self.path} if self.is_text and self.path else {}
+
     @property
     def is_text(self) -> bool:
         return self.source in ("imdb", "yelp")

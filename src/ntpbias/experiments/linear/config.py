@@ -8,13 +8,15 @@ from typing import ClassVar
 
 import torch
 
+from ..._tensor import DTYPES
 from ...config import Config, setting
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp, two_d_example
 from ...geometry.svm import SOLVERS
+from ...limits import nbytes
 from ...training.loop import TrainConfig
 from ...training.optimizers import OptimizerConfig
-from ..base import Preset, RunConfig, register_preset
+from ..base import GENERATOR_BYTES, Preset, RunConfig, register_preset
 
 DATA_SOURCES = ("random", "two_d", "file")
 INITS = ("lecun_normal", "lecun_uniform", "zeros")
@@ -49,6 +51,11 @@ class LinearDataConfig(Config):
             raise ValueError("data.source = 'file' needs data.path")
         if self.source == "random" and self.support_size > self.V:
             raise ValueError(f"need support_size <= V; got V={self.V}, support_size={self.support_size}")
+
+    def input_files(self) -> dict[str, str]:
+        if self.source != "file":
+            return {}
+        return {"path": self.path, **({"embedding": self.embedding} if self.embedding.endswith(".npy") else {})}
 
     def build(self, dtype: torch.dtype = torch.float64) -> NTPData:
         if self.source == "random":
@@ -97,6 +104,26 @@ class LinearConfig(RunConfig):
 
     moved: ClassVar[dict[str, str]] = {"init": "model.init", "solver": "model.solver",
                                        "batch_size": "train.batch_size", "sample_over": "train.sample_over"}
+    final_values: ClassVar[tuple[str, ...]] = (
+        "loss", "loss_gap", "grad_norm", "norm", "cos_mm", "cos_mm_corrected", "F_error", "F_error_rel", "F_norm",
+        "perp_norm", "margin_perp", "key_lemma")
+
+    def footprint(self) -> dict[str, int]:
+        """Memory by part (see :func:`~ntpbias.experiments.base.preflight`): the data, the seeds' parameters with
+        their gradients and optimizer state, the logits, the reference directions."""
+        B, data = self.seeds, self.data
+        out = {f"{B:,} per-run random generators": B * GENERATOR_BYTES}
+        if data.source == "file":
+            return out  # the data file's readers check their own size
+        m, d, V = (data.m, data.d, data.V) if data.source == "random" else (3, 2, 5)
+        item = DTYPES[self.dtype].itemsize
+        copies = 5 if self.optimizer.name in ("adam", "adamw") else 3  # W, gradient, update (+ Adam's moments)
+        rows = min(m, self.train.batch_size) if self.train.batch_size else m
+        out[f"data H, P ({m:,} contexts, d = {d:,}, V = {V:,})"] = nbytes(m, d + 2 * V, itemsize=8)
+        out[f"parameters, gradients, optimizer state ({B:,} runs x V x d)"] = nbytes(B, V, d, itemsize=item * copies)
+        out[f"logits and probabilities ({B:,} runs x {rows:,} contexts x V)"] = nbytes(B, rows, V, itemsize=item * 4)
+        out["reference directions W*, W^mm and their solver (V x d)"] = nbytes(V, d, itemsize=8 * 8)
+        return out
 
 
 # ------------------------------------------------------------------------------------------------ presets

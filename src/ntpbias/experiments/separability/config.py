@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..._tensor import DEVICE_PATTERN
 from ...config import Config, setting
@@ -28,6 +29,13 @@ class SeparabilityConfig(Config):
     device: str = setting("cpu", "accepted for the train command's contract; the verdicts are LPs solved on the CPU",
                           pattern=DEVICE_PATTERN,
                           admits="cpu, cuda or cuda:N")
+
+    #: summary.json ``final`` values (see RunConfig.final_values)
+    final_values: ClassVar[tuple[str, ...]] = (
+        "certified", "certified_fraction", "compatible_threshold", "compatible_threshold_high",
+        "compatible_threshold_low", "consistent", "counting_bound", "lp_solves", "max_residual_compatible",
+        "min_residual_incompatible", "scanned", "seconds", "threshold", "threshold_high", "threshold_low",
+        "threshold_mean", "threshold_std", "trials")
 
     def check(self) -> None:
         if self.support_size >= self.V:

@@ -10,6 +10,7 @@ from ...config import Config, setting
 from ...data.generators import generate_samples, generate_sentences
 from ...data.sentences import BUILTIN, NTPSamples
 from ...geometry.svm import SOLVERS
+from ...limits import nbytes
 from ...models.transformer import EMBEDDINGS
 from ...training.init import INITS
 from ...training.loop import TrainConfig
@@ -50,6 +51,9 @@ class TransformerDataConfig(Config):
     def check(self) -> None:
         if self.source == "file" and not self.path:
             raise ValueError("data.source = 'file' needs data.path (a sentences .txt file)")
+
+    def input_files(self) -> dict[str, str]:
+        return {"path": self.path} if self.source == "file" else {}
 
     @property
     def random(self) -> bool:
@@ -127,6 +131,14 @@ class TransformerConfig(RunConfig):
     def stage_steps(self) -> tuple[int, int]:
         """(T, T_1): the steps of stages 1 and 2."""
         return self.stage1.steps or self.train.steps, self.stage2.steps or self.train.steps
+
+    def footprint(self) -> dict[str, int]:
+        """Memory by part (runs train one after the other): W_ov, W_kq with their gradients and updates; the
+        samples' embedded inputs are checked when the data are built."""
+        V = self.data.V if self.data.random else 0
+        d = self.model.d or V
+        return {f"W_ov (|V| x d), W_kq (d x d) with gradients (|V| = {V:,}, d = {d:,})": nbytes(d, V + d,
+                                                                                             itemsize=4 * 8)}
 
     def step_sizes(self, d: int) -> tuple[float, float]:
         """(η₀, η), the paper's 0.2/√d and 0.05/√d where unset."""
