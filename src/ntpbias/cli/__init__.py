@@ -11,6 +11,8 @@ traceback). Library warnings (numpy, torch) are shown only with ``--debug``.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import warnings
 
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _quiet_workers(not debug):
             if not debug:
                 warnings.simplefilter("ignore")
             rv = cli.main(args=args, prog_name="ntpbias", standalone_mode=False)
@@ -58,6 +60,22 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _bug(exc)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@contextlib.contextmanager
+def _quiet_workers(quiet: bool):
+    """Worker processes started by the command (local executors, Dask) show library warnings only with --debug."""
+    before = os.environ.get("PYTHONWARNINGS")
+    if quiet:
+        os.environ["PYTHONWARNINGS"] = "ignore"
+    try:
+        yield
+    finally:
+        if quiet:
+            if before is None:
+                os.environ.pop("PYTHONWARNINGS", None)
+            else:
+                os.environ["PYTHONWARNINGS"] = before
 
 
 def _bug(exc: BaseException) -> None:

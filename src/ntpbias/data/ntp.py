@@ -118,7 +118,8 @@ class NTPData:
     @property
     def embedding_bound(self) -> float:
         """M = √2 max_j ||h̄_j||, the constant of the paper's bounds (§1.2)."""
-        return float(np.sqrt(2.0) * torch.linalg.vector_norm(self.H, dim=1).max())
+        top = float(self.H.abs().max())  # scaled: no overflow or underflow of the squares at any scale of H
+        return float(np.sqrt(2.0) * top * torch.linalg.vector_norm(self.H / top, dim=1).max()) if top > 0 else 0.0
 
     def to(self, device=None, dtype=None) -> NTPData:
         """Copy to another device or floating dtype."""

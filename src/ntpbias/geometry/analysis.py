@@ -18,6 +18,7 @@ from ..data.ntp import NTPData
 from ..limits import check_memory, nbytes
 from .constraints import constraints
 from .loss import smoothness_bound
+from .scaling import data_scale, stable_norm
 from .separability import SeparabilityResult, ntp_separability
 from .subspace import EXACT_MAX_ROWS, subspace
 from .svm import MarginProgram, SVMResult, ntp_svm
@@ -43,7 +44,7 @@ class Analysis:
         d = self.data
         return {"m": d.m, "V": d.V, "d": d.d, "entropy": d.entropy, "dim_F": self.dim_F,
                 "compatible": self.compatible, "separable": self.separability.separable,
-                "norm_W_star": float(torch.linalg.vector_norm(self.W_star)),
+                "norm_W_star": stable_norm(self.W_star),
                 "norm_W_mm": None if self.svm is None else self.svm.norm,
                 "certified": None if self.svm is None else self.svm.certified}
 
@@ -92,7 +93,7 @@ class Analysis:
             },
             "margin": None if svm is None else 1.0 / svm.norm,
             "min_logit_gap_W_mm": None if svm is None else svm.margin,
-            "norm_W_star": float(torch.linalg.vector_norm(self.W_star)),
+            "norm_W_star": stable_norm(self.W_star),
             "norm_W_mm": None if svm is None else svm.norm,
             "n_support_vectors": None if svm is None else svm.n_active,
             "solver": None if svm is None else svm.solver,
@@ -102,6 +103,7 @@ class Analysis:
             "status": None if svm is None else svm.status,
             "certified": None if svm is None else svm.certified,
             "kkt": None if svm is None else svm.kkt.as_dict(),
+            "data_scale": data_scale(data.H),
             "embedding_bound_M": data.embedding_bound,
             "smoothness_bound_L": smoothness_bound(data),
             "seconds": self.seconds,
