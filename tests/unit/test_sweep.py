@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from ntpbias.data.ntp import NTPData
-from ntpbias.errors import ConfigError, DataError, SolverError
+from ntpbias.errors import ConfigError, DataError
 from ntpbias.experiments import separability as sepmod
 from ntpbias.parallel import ExecutorConfig, map_tasks, map_values
 from ntpbias.parallel.executors import TaskError

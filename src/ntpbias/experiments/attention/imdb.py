@@ -144,9 +144,11 @@ def run_group(ctx: RunContext) -> RunResult:
     base = {"one_layer": IMDB_ONE_LAYER, "two_layer": IMDB_TWO_LAYER}
     histories, configs, panels, losses, paper_rows = [], {}, {m: [] for m in models}, {}, []
     built: dict[str, TokenData] = {}
-    for key, (name, data_changes) in datasets.items() if models else ():  # every dataset read before training
+    # every dataset is read before any training, the user's Yelp file first (a bad file fails at once)
+    for key, (name, data_changes) in sorted(datasets.items(), key=lambda kv: kv[0] != "yelp") if models else ():
         ctx.say(f"{name}: reading and preprocessing")
         built[key] = replace(scaled(base[models[0]], ctx.scale).data, **data_changes).build()
+    for key, (name, _) in datasets.items() if models else ():
         section.tables.append(Table(f"{name} data", ("quantity", "value"), tuple(built[key].facts.items())))
     out = ensure_dir(ctx.out)  # only once every dataset has been read: a bad file leaves nothing behind
     for key, (name, data_changes) in datasets.items():
