@@ -232,13 +232,17 @@ def _field_types(cls) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-def _coerce(value: Any, typ: Any, where: str) -> Any:
-    """Check/convert ``value`` to ``typ`` (TOML or string input); raise ConfigError on mismatch."""
+def _coerce(value: Any, typ: Any, where: str, *, text: bool = False) -> Any:
+    """Check/convert ``value`` to ``typ``; raise ConfigError on mismatch. ``text``: the value was typed as text
+    (``--set``), so numbers, booleans and lists are parsed from strings; a TOML file's values carry their type, and a
+    string where a number belongs is refused there."""
     origin = typing.get_origin(typ)
     if dataclasses.is_dataclass(typ):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table of settings, got {value!r}")
-        return from_dict(typ, value, prefix=where + ".")
+        return from_dict(typ, value, prefix=where + ".", text=text)
+    if isinstance(value, str) and not text and typ is not str:
+        raise ConfigError(f"{where}: expected {_type_name(typ)}, got the string {value!r} (write it without quotes)")
     if origin is tuple:
         args = typing.get_args(typ)
         if isinstance(value, str):
@@ -247,10 +251,10 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         item = args[0] if args else str
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(v, item, where) for v in value)
+            return tuple(_coerce(v, item, where, text=text) for v in value)
         if len(value) != len(args):
             raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
-        return tuple(_coerce(v, t, where) for v, t in zip(value, args, strict=True))
+        return tuple(_coerce(v, t, where, text=text) for v, t in zip(value, args, strict=True))
     if typ is bool:
         if isinstance(value, bool):
             return value
@@ -307,8 +311,9 @@ def require_choice(name: str, value: str, choices) -> None:
         raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
 
 
-def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = None) -> C:
-    """Build ``cls`` from a (nested) dict on top of ``base`` (default: the class defaults)."""
+def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = None, text: bool = False) -> C:
+    """Build ``cls`` from a (nested) dict on top of ``base`` (default: the class defaults); ``text``: the values are
+    strings typed by a user (``--set``) to parse, rather than typed values (TOML, Python)."""
     types = _field_types(cls)
     moved = getattr(cls, "moved", {})
     # an old key, or an old plain value where a table now stands (``model = "one_layer"`` became ``[model]``)
@@ -328,9 +333,9 @@ def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = 
         if dataclasses.is_dataclass(typ):
             if not isinstance(value, dict):
                 raise ConfigError(f"{prefix}{key}: expected a table of settings, got {value!r}")
-            changes[key] = from_dict(typ, value, prefix=f"{prefix}{key}.", base=getattr(base, key))
+            changes[key] = from_dict(typ, value, prefix=f"{prefix}{key}.", base=getattr(base, key), text=text)
         else:
-            changes[key] = _coerce(value, typ, prefix + key)
+            changes[key] = _coerce(value, typ, prefix + key, text=text)
     try:
         return dataclasses.replace(base, **changes)
     except FieldError as exc:
@@ -365,7 +370,7 @@ def apply_overrides(cfg: C, overrides: list[str] | tuple[str, ...]) -> C:
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: {part} is not a table of settings")
         node[parts[-1]] = value.strip()
-    return from_dict(type(cfg), nested, base=cfg)
+    return from_dict(type(cfg), nested, base=cfg, text=True)
 
 
 def read_toml(path: str | Path, what: str = "config file") -> dict:

@@ -17,7 +17,8 @@ from ._common import _console, cli, command_line, max_memory_option, print_check
 @click.option("--scale", type=click.Choice(SCALES), default="paper", show_default=True,
               help="Preset scale.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config value, e.g. --set optimizer.lr=0.1 (repeatable).")
+              help="Override a config value, e.g. --set optimizer.lr=0.1 (repeatable; every key, its type and "
+                   "range: `ntpbias settings`).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
