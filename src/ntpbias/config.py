@@ -242,7 +242,8 @@ def _coerce(value: Any, typ: Any, where: str, *, text: bool = False) -> Any:
             raise ConfigError(f"{where}: expected a table of settings, got {value!r}")
         return from_dict(typ, value, prefix=where + ".", text=text)
     if isinstance(value, str) and not text and typ is not str:
-        raise ConfigError(f"{where}: expected {_type_name(typ)}, got the string {value!r} (write it without quotes)")
+        expected = {int: "an integer", float: "a number", bool: "true or false"}.get(typ, "a list")
+        raise ConfigError(f"{where}: expected {expected}, got the string {value!r} (write it without quotes)")
     if origin is tuple:
         args = typing.get_args(typ)
         if isinstance(value, str):

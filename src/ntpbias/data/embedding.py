@@ -58,7 +58,7 @@ class EmbeddingSpec:
                         raise DataError(f"--embedding {text!r}: {key} must be a number, got {value!r}") from None
             spec = cls(kind="gaussian", **opts)
             if spec.d < 1 or not 0 < spec.scale < float("inf") or not 0 <= spec.seed < 2**63:
-                raise DataError(f"--embedding {text!r}: need d >= 1, a finite scale > 0 and 0 <= seed < 2^63")
+                raise DataError(f"--embedding {text!r}: need d >= 1 and scale > 0 (finite), and 0 <= seed < 2^63")
             return spec
         if text.endswith(".npy"):
             return cls(kind="file", path=text)
