@@ -92,6 +92,8 @@ def test_failed_cells_exit_1_and_are_retried_on_request(tmp_path, cli):
     from ntpbias.data.ntp import NTPData
 
     NTPData.from_arrays(torch.eye(3), [[0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]]).save(tmp_path / "a.npz")
+    # a file that exists (the door checks that) but cannot be read: its cell fails when it runs
+    (tmp_path / "missing.npz").write_bytes(b"not an npz file")
     sweep = tmp_path / "s.toml"
     sweep.write_text(f"""
 [base]
