@@ -197,6 +197,7 @@ def load_run(path: str | Path) -> Run:
         raise DataError(f"{path}: not a run directory (no summary.json); pass the --out of a train or reproduce run")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     rows = read_metrics_csv(path / "metrics.csv") if (path / "metrics.csv").is_file() else []
+    rows = [r for r in rows if "step" in r]  # training histories (a separability study's rows are curves over d)
     names = list(dict.fromkeys(r.get("run", "") for r in rows))
     histories = {name: History.from_rows(rows, name) for name in names}
     fields = {f.name for f in dataclasses.fields(Check)}
