@@ -15,6 +15,7 @@ array([ True])
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -89,9 +90,27 @@ def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
     directory's run before any work."""
     preflight(cfg)
     check_outputs(ctx.out)
-    result = TRAINERS[cfg.experiment][1](cfg, ctx)
+    with _no_empty_leftovers(ctx.out):
+        result = TRAINERS[cfg.experiment][1](cfg, ctx)
     save_run(ctx.out, result, command=command)
     return result
+
+
+@contextlib.contextmanager
+def _no_empty_leftovers(out: Path):
+    """A run refused before it wrote anything (a data file that fails to read, an assumption that fails) leaves no
+    empty output directory behind: the folders it created and left empty are removed (never a file)."""
+    existed = Path(out).exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and Path(out).is_dir():
+            for folder in sorted((p for p in Path(out).rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                if not any(folder.iterdir()):
+                    folder.rmdir()
+            if not any(Path(out).iterdir()):
+                Path(out).rmdir()
+        raise
 
 
 def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda _msg: None) -> list[Section]:
@@ -107,12 +126,14 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
     check_outputs(ctx.out, *(ctx.out / gid for gid in chosen if len(chosen) > 1))
     out = Path(ctx.out)  # created by the first group that writes
     sections, t0 = [], time.perf_counter()
-    for gid, figures in chosen.items():
-        group_dir = out if len(chosen) == 1 else out / gid
-        say(f"[bold]{GROUPS[gid].title}[/]")
-        result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
-        save_run(group_dir, result, command=command)
-        sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
+    with _no_empty_leftovers(out):
+        for gid, figures in chosen.items():
+            group_dir = out if len(chosen) == 1 else out / gid
+            say(f"[bold]{GROUPS[gid].title}[/]")
+            with _no_empty_leftovers(group_dir):
+                result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
+            save_run(group_dir, result, command=command)
+            sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
     if len(chosen) > 1:
         render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
         write_json(out / "summary.json", {

@@ -70,11 +70,12 @@ class AttentionConfig(RunConfig):
             raise ValueError("set the learning-rate decay with train.decay_epochs (in epochs), not "
                              "optimizer.milestones")
 
-    def footprint(self) -> dict[str, int]:
+    def footprint(self, shapes: tuple[int, int, int] | None = None) -> dict[str, int]:
         """Memory by part (see :func:`~ntpbias.experiments.base.preflight`): the seeds' parameters with their
-        gradients and AdamW state, the sequences, one minibatch's activations (two-layer: its T x T attention)."""
+        gradients and AdamW state, the sequences, one minibatch's activations (two-layer: its T x T attention).
+        ``shapes`` = (|S|, n, T) of the data once read (default: what the settings say)."""
         B, d, item = self.seeds, self.model.d, DTYPES[self.dtype].itemsize
-        S, n, T = _token_shapes(self.data)
+        S, n, T = shapes or _token_shapes(self.data)
         batch = min(self.train.batch_size or n, n) if n else self.train.batch_size
         out = {f"{B:,} per-run random generators": B * GENERATOR_BYTES,
                f"parameters, gradients, AdamW state ({B:,} runs x |S| = {S:,} x d = {d:,})":
