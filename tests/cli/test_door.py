@@ -127,3 +127,12 @@ def test_an_eof_inside_a_command_is_a_bug_not_an_interrupt(tmp_path, cli, monkey
     code, _, err = cli("structure", "example1")
     assert code == 1 and err.strip().startswith("ntpbias: internal error (a bug, please report it): EOFError")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_run_refused_while_reading_its_data_leaves_no_folder(tmp_path, cli, assert_user_error):
+    sentences = tmp_path / "single.txt"
+    sentences.write_text("a\nb\n")
+    code, _, err = cli("train", "--preset", "transformer-example1", "--set", "data.source=file",
+                       "--set", f"data.path={sentences}", "--out", tmp_path / "run", "--quiet")
+    assert_user_error(code, err, "every sentence has a single token")
+    assert not (tmp_path / "run").exists()
