@@ -98,7 +98,7 @@ def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, cli):
 
 
 @pytest.mark.parametrize("extra, pattern", [
-    (["--set", "data.source=amazon"], "unknown data.source 'amazon'"),
+    (["--set", "data.source=amazon"], "data.source = 'amazon': unknown value"),
     (["--set", "optimizer.milestones=5"], "decay_epochs"),
     (["--set", "model.kind=three_layer"], "model.kind = 'three_layer'"),
     (["--set", "epochs=3"], "setting epochs has moved to train.epochs"),

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from ._common import _console, cli, load_ntp_data
+from ..config import INT64_MAX
+from ._common import _console, cli, load_ntp_data, max_memory_option
 
 
 def _fmt(x) -> str:
@@ -24,9 +25,11 @@ def _fmt(x) -> str:
 @cli.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--context-length", type=int, default=None, help="Sequences file: contexts are windows of K tokens.")
+@click.option("--context-length", type=click.IntRange(1, INT64_MAX), default=None,
+              help="Sequences file: contexts are windows of K tokens.")
 @click.option("--autoregressive", is_flag=True, help="Sequences file: every prefix of every line is a context.")
-@click.option("--max-context", type=int, default=None, help="With --autoregressive: longest prefix used.")
+@click.option("--max-context", type=click.IntRange(1, INT64_MAX), default=None,
+              help="With --autoregressive: longest prefix used.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
 @click.option("--solver", type=click.Choice(["auto", "clarabel", "dual"]), default="auto", show_default=True,
@@ -43,6 +46,7 @@ def _fmt(x) -> str:
                    "certificate and the centred support matrix's singular values, under `ufm` in analysis.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
             with_ufm, as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
@@ -64,11 +68,11 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
 
     from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
-    from ..io import ensure_dir, sha256_file, write_json, write_npz
+    from ..io import check_output_dir, ensure_dir, sha256_file, write_json, write_npz
 
     console = _console(quiet)
     dev = resolve_device(device)
-    out = Path(out)
+    out = check_output_dir(out, ("analysis.json", "geometry.npz"))
     with console.status("reading data"):
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..data.ntp import NTPData
+from .scaling import data_scale
 
 
 def logits(W: torch.Tensor, data: NTPData) -> torch.Tensor:
@@ -93,5 +94,7 @@ def per_sample_cross_entropy(W: torch.Tensor, H_samples: torch.Tensor, next_toke
 
 def smoothness_bound(data: NTPData) -> float:
     """L <= (1/2) λ_max(Σ_j π̂_j h̄_j h̄_j^T): a smoothness constant of CE (§1.4); GD with η <= 1/(2L) descends."""
-    cov = (data.H * data.pi[:, None]).T @ data.H
-    return 0.5 * float(torch.linalg.eigvalsh(cov).max())
+    s = data_scale(data.H)  # at unit scale: H H^T neither over- nor underflows (geometry.scaling); L scales as s²
+    H = data.H / s
+    cov = (H * data.pi[:, None]).T @ H
+    return 0.5 * float(torch.linalg.eigvalsh(cov).max()) * s * s
