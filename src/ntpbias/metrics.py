@@ -63,8 +63,8 @@ DEFINITIONS: dict[str, str] = {
     # the norms study (docs/optimizers.md)
     **{f"margin_ratio_{n}": f"γ(P_⊥ W_k) ||W^mm_{n}|| / ||P_⊥ W_k||_{n}: normalized NTP margin of the F^⊥ part in the "
                             f"{n} norm relative to its maximum 1/||W^mm_{n}|| (<= 1)" for n in NORMS},
-    **{f"dist_{n}": f"||P_⊥ W_k / ||P_⊥ W_k||_{n} - W^mm_{n} / ||W^mm_{n}||_{n}||_{n}: distance of the normalized direction "
-                    f"to the {n} NTP-SVM (only where that minimizer is unique)" for n in NORMS},
+    **{f"dist_{n}": f"||P_⊥ W_k / ||P_⊥ W_k||_{n} - W^mm_{n} / ||W^mm_{n}||_{n}||_{n}: distance of the normalized "
+                    f"direction to the {n} NTP-SVM (only where that minimizer is unique)" for n in NORMS},
 }
 
 
@@ -113,8 +113,9 @@ def linear_ntp_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: to
 
 def norm_margin_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: dict[str, torch.Tensor],
                         unique: dict[str, bool] | None = None) -> dict[str, torch.Tensor]:
-    """``margin_ratio_<norm>`` for every norm of ``W_mm`` and ``dist_<norm>`` where ``unique[norm]`` (:data:`DEFINITIONS`),
-    for linear NTP iterates W (B, V, d); ``W_mm`` maps a norm to its NTP-SVM solution (docs/optimizers.md#measurements).
+    """``margin_ratio_<norm>`` for every norm of ``W_mm`` and ``dist_<norm>`` where ``unique[norm]``
+    (:data:`DEFINITIONS`), for linear NTP iterates W (B, V, d); ``W_mm`` maps a norm to its NTP-SVM solution
+    (docs/optimizers.md#measurements).
     """
     W_perp = F.project_perp(W)
     gamma = ntp_margin(W_perp, data)

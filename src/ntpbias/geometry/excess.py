@@ -4,7 +4,8 @@
 probability mass off the supports falls below float64's resolution (about 1e-16, logit gaps of about 37) the loss
 gap CE - H rounds to zero and the in-support residuals lose the part that drives the margin. Normalized and
 adaptive optimizers (sign descent, Muon, Adam) reach that regime within a few thousand steps. Here, per context j,
-with q_j the softmax restricted to S_j, ρ_j the softmax mass off S_j and u_j = log(Σ_{v∉S_j} e^{ℓ_v} / Σ_{z∈S_j} e^{ℓ_z}):
+with q_j the softmax restricted to S_j, ρ_j the softmax mass off S_j and
+u_j = log(Σ_{v∉S_j} e^{ℓ_v} / Σ_{z∈S_j} e^{ℓ_z}):
 
 * CE - H = Σ_j π̂_j [KL(p̂_j || q_j) + softplus(u_j)], with KL(p || q) = Σ_z p_z (expm1(t_z) - t_z),
   t_z = log q_z - log p_z (Σ_z p_z e^{t_z} = 1);

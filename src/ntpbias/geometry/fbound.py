@@ -50,8 +50,8 @@ def psi_inverse(y: np.ndarray, iterations: int = 80) -> np.ndarray:
     """The Δ >= 0 with ψ(Δ) = e^{-Δ} - 1 + Δ = y, for y >= 0 (elementwise).
 
     Newton's method from Δ_0 = 1 + y >= the root (ψ(Δ) >= Δ - 1): ψ is convex and increasing, so the iterates decrease
-    monotonically to the root and stay above it (a safe side for a bound); ψ(Δ) by its series near 0 keeps small Δ accurate
-    (the closed form 1 + y + W_0(-e^{-(1+y)}) loses it near the branch point).
+    monotonically to the root and stay above it (a safe side for a bound); ψ(Δ) by its series near 0 keeps small Δ
+    accurate (the closed form 1 + y + W_0(-e^{-(1+y)}) loses it near the branch point).
     """
     y = np.asarray(y, dtype=np.float64)
     D = 1.0 + y

@@ -240,7 +240,8 @@ def norm_svm(data: NTPData, norm: str, *, tol: float = CERT_TOL, decide_uniquene
         W, lam, mu, iters, status = solve_norm_svm(cons.ineq, eq, norm, **options)
     except SolverError:
         if not options["dynamic_regularization"]:  # the more robust default settings, less accurate
-            W, lam, mu, iters, status = solve_norm_svm(cons.ineq, eq, norm, **{**options, "dynamic_regularization": True})
+            retry = {**options, "dynamic_regularization": True}
+            W, lam, mu, iters, status = solve_norm_svm(cons.ineq, eq, norm, **retry)
         else:
             raise
     lam, mu = feasible_dual(cons.ineq, eq, norm, lam, mu)

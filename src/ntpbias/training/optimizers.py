@@ -58,8 +58,9 @@ class OptimizerConfig(Config):
     lr_power: float = setting(0.0, "decaying step η_t = η (t+1)^-lr_power (0 = constant; the max-margin theorems of "
                               "nsd/sign/muon/adam assume 0 < lr_power <= 1)", ge=0, le=2)
     norm: str = setting("l2", "nsd: the norm of the steepest-descent direction", choices=STEEPEST_NORMS)
-    polar: str = setting("auto", "spectral directions: the polar factor by svd (exact), newton_schulz (cubic, converges) "
-                         "or quintic (Muon's); auto = svd for nsd, quintic for muon", choices=("auto", *POLAR_METHODS))
+    polar: str = setting("auto", "spectral directions: the polar factor by svd (exact), newton_schulz (cubic, "
+                         "converges) or quintic (Muon's); auto = svd for nsd, quintic for muon",
+                         choices=("auto", *POLAR_METHODS))
     ns_steps: int = setting(0, "Newton-Schulz iterations (0 = 40 cubic, Muon's 5 quintic)", ge=0)
     momentum: float = setting(0.95, "muon: momentum β of M <- β M + (1 - β) ∇L (Muon's 0.95)", ge=0, lt=1)
 

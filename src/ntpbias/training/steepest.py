@@ -42,7 +42,8 @@ def _matrix(t: torch.Tensor) -> torch.Tensor:
         return t[:, None, :]
     if t.ndim == 3:
         return t
-    raise ValueError(f"the spectral and nuclear directions need matrix parameters (B, r, c); got shape {tuple(t.shape)}")
+    raise ValueError("the spectral and nuclear directions need matrix parameters (B, r, c); got shape "
+                     f"{tuple(t.shape)}")
 
 
 def polar(G: torch.Tensor, method: str = "svd", steps: int | None = None) -> torch.Tensor:
