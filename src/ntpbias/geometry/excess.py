@@ -48,22 +48,30 @@ def excess_loss_grad(W: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torc
     return excess, grad
 
 
+def _constants(data: NTPData, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """(0/-inf masks of the supports and of their complements, log p̂ (0 off the supports), 1 on the supports) as
+    (m, V) tensors of ``dtype``, cached on ``data``."""
+    key = f"excess_constants:{dtype}"
+    if key not in data._cache:
+        S = data.support
+        zero = torch.zeros(S.shape, dtype=dtype, device=S.device)
+        neg = torch.full(S.shape, float("-inf"), dtype=dtype, device=S.device)
+        logP = torch.log(torch.where(S, data.P, torch.ones_like(data.P))).to(dtype)
+        data._cache[key] = (torch.where(S, zero, neg), torch.where(S, neg, zero), logP, S.to(dtype))
+    return data._cache[key]
+
+
 def _terms(W: torch.Tensor, data: NTPData, residual: bool = False):
     """(per-context KL (..., m), residual S(W h̄_j) - p̂_j (..., m, V) or None)."""
-    S = data.support  # (m, V)
-    P = data.P
+    in_add, out_add, logP, Sf = _constants(data, W.dtype)
     L = data.H @ W.mT  # (..., m, V)
-    neg = torch.tensor(float("-inf"), dtype=L.dtype, device=L.device)
-    lse_in = torch.where(S, L, neg).logsumexp(-1, keepdim=True)  # (..., m, 1)
-    lse_out = torch.where(S, neg, L).logsumexp(-1, keepdim=True)
-    u = lse_out - lse_in  # -inf for a context with full support
-    log_q = L - lse_in  # log q_z on S_j
-    logP = torch.where(S, torch.log(torch.where(S, P, torch.ones_like(P))), torch.zeros_like(P))
-    t = torch.where(S, log_q - logP, torch.zeros_like(L))
+    lse_in = (L + in_add).logsumexp(-1, keepdim=True)  # (..., m, 1)
+    u = (L + out_add).logsumexp(-1, keepdim=True) - lse_in  # -inf for a context with full support
+    t = (L - lse_in - logP) * Sf  # log q_z - log p_z on S_j, 0 off it
     em = torch.expm1(t)
-    kl = (P * (em - t)).sum(-1) + nnf.softplus(u).squeeze(-1)  # (..., m)
+    soft = nnf.softplus(u)
+    kl = (data.P * (em - t)).sum(-1) + soft.squeeze(-1)  # (..., m)
     if not residual:
         return kl, None
-    rho = torch.sigmoid(u)
-    q = torch.exp(torch.where(S, log_q, neg))
-    return kl, torch.where(S, P * em - rho * q, torch.exp(L - lse_in - nnf.softplus(u)))
+    base = torch.exp(L - lse_in - (1 - Sf) * soft)  # q_z on S_j, S_v = the softmax off it (both <= 1)
+    return kl, base * ((1 - Sf) - torch.sigmoid(u) * Sf) + data.P * em
