@@ -89,7 +89,7 @@ def _face_width(data: NTPData, norm: str, value: float, C: np.ndarray) -> float:
         objective = {"l1": cp.sum(cp.abs(W)), "linf": cp.max(cp.abs(W)), "spectral": cp.sigma_max(W),
                      "nuclear": cp.normNuc(W)}[norm]
         p = cp.Problem(sense(cp.sum(cp.multiply(C, W))), [*prob.constraints, objective <= value * (1 + 1e-7)])
-        p.solve(solver=cp.SCS if norm == "nuclear" else cp.CLARABEL, **({"eps": 1e-10, "max_iters": 200_000}
+        p.solve(solver=cp.SCS if norm == "nuclear" else cp.CLARABEL, **({"eps": 1e-9, "max_iters": 100_000}
                                                                          if norm == "nuclear" else {}))
         out.append(p.value)
     return out[0] - out[1]

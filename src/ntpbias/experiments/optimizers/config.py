@@ -88,7 +88,7 @@ ROSTER = (
     Member("gd", "GD (η = min(0.5, 1/(2L)))", "l2", "Soudry et al. 2018; Thm 2 of paper A (one-hot supports)"),
     Member("ngd", "normalized GD (l2 steepest)", "l2", "Nacson et al. 2019; Fan, Schmidt & Thrampoulidis 2025"),
     Member("sign", "sign descent (linf steepest)", "linf", "Fan, Schmidt & Thrampoulidis 2025"),
-    Member("nsd-l1", "l1 steepest (largest |g| entry)", "l1",
+    Member("nsd-l1", "l1 steepest (largest-magnitude entry)", "l1",
            "Gunasekar et al. 2018 (binary, any norm); Fan, Schmidt & Thrampoulidis 2025 (entrywise p-norms)"),
     Member("nsd-spectral", "spectral steepest (U V^T by SVD)", "spectral", "Fan, Schmidt & Thrampoulidis 2025"),
     Member("nsd-nuclear", "nuclear steepest (top singular pair)", "nuclear",
