@@ -168,7 +168,7 @@ def _certify_unique(ineq, eq, norm, W, G, lam_pos) -> Uniqueness | None:
         U, s, Vr = _svd(G)
         k = int((s >= (1 - 1e-4) * float(s.max())).sum())
         T = rows.bilinear_matrix(U[:, :k], Vr[:, :k])  # (n, k, k)
-        M = torch.einsum("rij,bij->rb", T, _sym_basis(k, T.dtype))
+        M = torch.einsum("rij,bij->rb", T, _sym_basis(k, T.dtype).to(T.device))
         what = f"U_1 M V_1^T with M symmetric ({k} x {k}; G's singular value 1 has multiplicity {k})"
     if _injective(M, _scale(ineq)):
         return Uniqueness(True, f"certified unique: every minimizer differs from W^mm by {what}, and the "
@@ -192,7 +192,7 @@ def _find_second(ineq, eq, norm, W) -> Uniqueness:
             return Uniqueness(None, "undecided: the search for a second minimizer is too large")
         M = rows.coordinate_matrix(cols)
         if norm == "l1":  # keep <sign W, D> = 0 so that the l1 norm stays constant
-            M = torch.cat([M, torch.sign(flat[cols]).cpu()[None]], 0)
+            M = torch.cat([M, torch.sign(flat[cols]).cpu().to(M.dtype)[None]], 0)
 
         def direction(theta):
             D = torch.zeros_like(flat)
@@ -225,7 +225,7 @@ def _find_second(ineq, eq, norm, W) -> Uniqueness:
         k = int((s > 1e-6 * float(s.max())).sum())
         Uk, Vk = U[:, :k], Vr[:, :k]
         T = rows.bilinear_matrix(Uk, Vk)
-        basis = _sym_basis(k, T.dtype)
+        basis = _sym_basis(k, T.dtype).to(T.device)
         M = torch.cat([torch.einsum("rij,bij->rb", T, basis), torch.einsum("bii->b", basis)[None]], 0)
 
         def direction(theta):
