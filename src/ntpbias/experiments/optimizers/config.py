@@ -93,7 +93,7 @@ ROSTER = (
     Member("nsd-spectral", "spectral steepest (U V^T by SVD)", "spectral", "Fan, Schmidt & Thrampoulidis 2025"),
     Member("nsd-nuclear", "nuclear steepest (top singular pair)", "nuclear",
            "Gunasekar et al. 2018 (binary, any norm); Fan, Schmidt & Thrampoulidis 2025 (Schatten p-norms)"),
-    Member("muon", "Muon (β = 0.9, Newton-Schulz)", "spectral", "Fan, Schmidt & Thrampoulidis 2025 (momentum NSD)"),
+    Member("muon", "Muon (β = 0.9, quintic Newton-Schulz)", "spectral", "Fan, Schmidt & Thrampoulidis 2025 (momentum NSD)"),
     Member("muon-svd", "Muon with the exact polar factor (SVD)", "spectral",
            "Fan, Schmidt & Thrampoulidis 2025 (momentum NSD)"),
     Member("adam", "Adam (β = 0.9, 0.99)", "linf", "Zhang, Zou & Cao 2024 (binary); Fan, Schmidt & Thrampoulidis 2025"),
