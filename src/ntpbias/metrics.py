@@ -10,6 +10,7 @@ import torch
 
 from .data.ntp import NTPData
 from .geometry.loss import cross_entropy, cross_entropy_grad
+from .geometry.norms import NORMS, matrix_norm
 from .geometry.subspace import DataSubspace
 from .geometry.svm import ntp_margin
 
@@ -80,6 +81,11 @@ DEFINITIONS: dict[str, str] = {
     "op_ratio": "||∇CE(W H^T)||_op / λ (<= 1 at a global minimum, docs/ufm.md)",
     "mode_<i>": "u_i^T L v_i for the i-th singular pair of D0 = -∇CE(0) (order of learning, docs/ufm.md)",
     "smode_<i>": "u_i^T L v_i for the i-th singular pair of the centred support matrix S̃",
+    # the norms study (docs/optimizers.md)
+    **{f"margin_ratio_{n}": f"γ(P_⊥ W_k) ||W^mm_{n}|| / ||P_⊥ W_k||_{n}: normalized NTP margin of the F^⊥ part in the "
+                            f"{n} norm relative to its maximum 1/||W^mm_{n}|| (<= 1)" for n in NORMS},
+    **{f"dist_{n}": f"||P_⊥ W_k / ||P_⊥ W_k||_{n} - W^mm_{n} / ||W^mm_{n}||_{n}||_{n}: distance of the normalized "
+                    f"direction to the {n} NTP-SVM (only where that minimizer is unique)" for n in NORMS},
 }
 
 
@@ -123,4 +129,22 @@ def linear_ntp_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: to
         out["margin_perp"] = ntp_margin(W_perp, data) * mm_norm / perp_norm
         genie = W_F + ((1 + alpha) * perp_norm / mm_norm)[:, None, None] * W_mm
         out["key_lemma"] = (cross_entropy(genie, data) <= loss).to(W.dtype)
+    return out
+
+
+def norm_margin_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: dict[str, torch.Tensor],
+                        unique: dict[str, bool] | None = None) -> dict[str, torch.Tensor]:
+    """``margin_ratio_<norm>`` for every norm of ``W_mm`` and ``dist_<norm>`` where ``unique[norm]``
+    (:data:`DEFINITIONS`), for linear NTP iterates W (B, V, d); ``W_mm`` maps a norm to its NTP-SVM solution
+    (docs/optimizers.md#measurements).
+    """
+    W_perp = F.project_perp(W)
+    gamma = ntp_margin(W_perp, data)
+    out = {}
+    for norm, mm in W_mm.items():
+        size = matrix_norm(W_perp, norm)
+        mm_size = matrix_norm(mm, norm)
+        out[f"margin_ratio_{norm}"] = gamma * mm_size / size
+        if unique is not None and unique.get(norm):
+            out[f"dist_{norm}"] = matrix_norm(W_perp / size[:, None, None] - mm / mm_size, norm)
     return out

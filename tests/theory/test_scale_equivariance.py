@@ -116,3 +116,15 @@ def test_data_of_usual_scale_are_used_as_given():
     assert data_scale(torch.full((2, 2), 10.0)) == 1.0
     assert data_scale(torch.full((2, 2), 1e6)) == 2.0**20
     assert data_scale(torch.zeros(2, 2)) == 1.0
+
+
+@pytest.mark.parametrize("norm", ["linf", "nuclear"])
+@pytest.mark.parametrize("c", [1e-9, 1e9])
+def test_the_max_margin_in_other_norms_is_scale_equivariant(norm, c):
+    """The linf / nuclear NTP-SVM of cH is W^mm / c with multipliers / c (the optimal value Σλ = ||W^mm||), and its
+    relative certificate holds at every scale."""
+    data = random_ntp(*SEPARABLE[:4], seed=SEPARABLE[4])
+    base, got = ntp_svm(data, norm=norm), ntp_svm(scaled(data, c), norm=norm)
+    assert got.certified and base.certified
+    assert rel(got.norm * c, base.norm) < 1e-7
+    assert rel(float(got.dual_ineq.sum()) * c, float(base.dual_ineq.sum())) < 1e-7

@@ -44,11 +44,14 @@ def _fmt(x) -> str:
 @click.option("--ufm", "with_ufm", is_flag=True,
               help="Also the log-bilinear model's logit-space objects (docs/ufm.md): the nuclear-norm NTP-SVM with its "
                    "certificate and the centred support matrix's singular values, under `ufm` in analysis.json.")
+@click.option("--norms", default="", metavar="LIST",
+              help="Also the max-margin solution in each of these norms (comma-separated: l2, linf, l1, spectral, "
+                   "nuclear), certified, into the max_margin object of analysis.json and W_mm_<norm> of geometry.npz.")
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
-            with_ufm, as_json, quiet):
+            with_ufm, norms, as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
 
     DATA is an NTP dataset .npz (H: m x d, P: m x V, optional pi, vocab, contexts) or a sequences .txt
@@ -62,14 +65,17 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
       ntpbias analyze text.txt --autoregressive --embedding gaussian:d=200,seed=1 --out runs/ar --json
       ntpbias analyze big.npz --solver dual --float32 --device cuda --out runs/big
       ntpbias analyze data.npz --ufm --out runs/a     # + the log-bilinear model's nuclear-norm SVM
+      ntpbias analyze data.npz --norms l2,linf,l1,spectral,nuclear --out runs/norms
     """
 
     import torch
 
     from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
+    from ..geometry.norms import parse_norms
     from ..io import check_output_dir, ensure_dir, sha256_file, write_json, write_npz
 
+    norm_list = parse_norms(norms) if norms else ()  # a bad list fails before any work
     console = _console(quiet)
     dev = resolve_device(device)
     out = check_output_dir(out, ("analysis.json", "geometry.npz"))
@@ -83,7 +89,7 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
         options["max_iter"] = max_iter
     with console.status("analyzing") as status:
         result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(f"analyzing: {msg}"),
-                              solver_options=options)
+                              solver_options=options, norms=norm_list)
     record = result.to_dict()
     arrays = result.arrays()
     if with_ufm:
@@ -145,6 +151,13 @@ def _print_analysis(rec: dict, out: Path) -> None:
                      f"gap {u['svm']['gap_rel']:.1e}, rank {u['svm']['rank']})"))
         rows.append(("log-bilinear: singular values of S̃", ", ".join(f"{x:.4g}" for x in
                                                                     u["support_matrix_singular_values"][:8])))
+    for norm, e in (rec.get("max_margin") or {}).items():
+        if e["norm_W_mm"] is None:
+            rows.append((f"max margin, {norm} norm", e["status"]))
+            continue
+        unique = {True: "unique", False: "not unique", None: "uniqueness undecided"}[e["unique"]]
+        rows.append((f"max margin, {norm} norm", f"{_fmt(e['margin'])} (||W^mm|| = {_fmt(e['norm_W_mm'])}; "
+                     f"{'certified' if e['certified'] else 'NOT certified'}, {unique}; {e['seconds']:.2f} s)"))
     for k, v in rows:
         table.add_row(k, v)
     console = Console()

@@ -38,6 +38,7 @@ class Analysis:
     seconds: dict[str, float]
     notes: list[str] = field(default_factory=list)
     subspace_method: str = "exact"
+    max_margin: dict = field(default_factory=dict)  # norm -> SVMResult | NormSVMResult | None (``norms=``)
 
     def summary(self) -> dict[str, object]:
         """The headline numbers: sizes, entropy floor, dim F, the two verdicts and ||W^mm||."""
@@ -111,6 +112,8 @@ class Analysis:
         }
         if data.context_lengths is not None:
             out["entropy_per_length"] = {str(t): h for t, h in data.entropy_per_length().items()}
+        if self.max_margin:
+            out["max_margin"] = {norm: max_margin_entry(norm, r) for norm, r in self.max_margin.items()}
         return out
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -127,6 +130,9 @@ class Analysis:
         if sep.farkas_y is not None:
             out["gordan_y"] = to_numpy(sep.farkas_y)
             out["gordan_mu"] = to_numpy(sep.farkas_mu)
+        for norm, r in self.max_margin.items():
+            if r is not None and not isinstance(r, str):
+                out[f"W_mm_{norm}"] = to_numpy(r.W)
         return out
 
 
@@ -145,10 +151,23 @@ def footprint(data: NTPData) -> dict[str, int]:
     if rows <= EXACT_MAX_ROWS:
         parts[f"Gram matrix ({rows:,} x {rows:,})"] = nbytes(rows, rows, itemsize=3 * 8)
     return parts
+def max_margin_entry(norm: str, result) -> dict:
+    """The ``analysis.json`` record of one norm's NTP-SVM (docs/optimizers.md#analyze): its norm, the maximum normalized
+    margin 1/||W^mm||, the certificate, uniqueness, the solver and its time; a string result is the reason it is
+    missing (not separable, solver failure)."""
+    if result is None or isinstance(result, str):
+        return {"norm_W_mm": None, "margin": None, "certified": None, "unique": None, "solver": None, "seconds": None,
+                "status": result or "not separable"}
+    l2 = norm == "l2"
+    return {"norm_W_mm": result.norm, "margin": 1.0 / result.norm, "certified": result.certified,
+            "unique": True if l2 else result.unique, "solver": result.solver, "seconds": result.solve_seconds,
+            "status": result.status, "min_logit_gap": result.margin,
+            "certificate": result.kkt.as_dict(),
+            "uniqueness": "the l2 norm is strictly convex" if l2 else result.uniqueness}
 
 
 def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_method: str = "auto",
-            subspace_method: str = "auto", solver_options: dict | None = None) -> Analysis:
+            subspace_method: str = "auto", solver_options: dict | None = None, norms: tuple[str, ...] = ()) -> Analysis:
     """Compute H, F, W*, compatibility, separability and W^mm for ``data``.
 
     ``progress``: optional callable receiving a short description of each stage (for a status display).
@@ -157,7 +176,9 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"`` (:class:`~ntpbias.geometry.subspace.DataSubspace`).
     Small problems get the exact Gram eigendecomposition, the LP and Clarabel; large ones the matrix-free path,
     where the dual solver's certified W^mm is both the separability certificate and the NTP-SVM solution (solved
-    once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to the dual solver.
+    once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to the dual solver. ``norms``: also solve the
+    NTP-SVM in each of these norms (:func:`~ntpbias.geometry.norm_svm.norm_svm`; "l2" reuses W^mm) into
+    ``max_margin`` (docs/optimizers.md#analyze).
 
     Examples
     --------
@@ -204,6 +225,36 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
         notes.append("not NTP-separable: " + sep.reason)
     if not sep.certified:
         notes.append(f"the separability certificate has residual {sep.residual:.2e} (above tolerance)")
+    max_margin = _norm_svms(data, norms, sep.separable, svm, seconds, notes, say)
     return Analysis(data=data, dim_F=F.dim, W_star=F.W_star, compatibility_residual=F.compatibility_residual,
                     compatible=F.compatible, separability=sep, svm=svm, seconds=seconds, notes=notes,
-                    subspace_method=F.method)
+                    subspace_method=F.method, max_margin=max_margin)
+
+
+def _norm_svms(data: NTPData, norms, separable: bool, svm, seconds: dict, notes: list, say) -> dict:
+    """norm -> its NTP-SVM result, or a string saying why there is none."""
+    from ..errors import NotSeparableError, SolverError
+    from .norm_svm import norm_svm
+    from .norms import check_norm
+
+    out = {}
+    for norm in norms:
+        check_norm(norm)
+        if not separable:
+            out[norm] = "not separable"
+            continue
+        if norm == "l2":
+            out[norm] = svm
+            continue
+        say(f"NTP-SVM in the {norm} norm")
+        t0 = time.perf_counter()
+        try:
+            out[norm] = norm_svm(data, norm)
+        except (NotSeparableError, SolverError) as exc:
+            out[norm] = f"failed: {exc}"
+            notes.append(f"the {norm} NTP-SVM: {exc}")
+        seconds[f"svm_{norm}"] = time.perf_counter() - t0
+        if not isinstance(out[norm], str) and not out[norm].certified:
+            notes.append(f"the {norm} NTP-SVM missed its tolerance: certificate residual "
+                         f"{out[norm].certificate.worst:.2e}")
+    return out

@@ -364,8 +364,14 @@ def _solve_clarabel(program: MarginProgram, *, max_iter: int = 200, eps: float =
     return W, lam, mu, iters, prob.status
 
 
-def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_start=None, **options) -> SVMResult:
+def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_start=None, norm: str = "l2",
+            **options) -> SVMResult:
     """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
+
+    ``norm``: "l2" (this program; the default), or "linf", "l1", "spectral", "nuclear": the same constraints with that
+    norm minimized, returned as a :class:`~ntpbias.geometry.norm_svm.NormSVMResult` with its dual-norm certificate
+    (:func:`~ntpbias.geometry.norm_svm.norm_svm`; docs/optimizers.md#the-max-margin-programs; ``solver`` must then be
+    "auto" or "clarabel", and ``options`` go to it).
 
     Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
     ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
@@ -382,6 +388,14 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     >>> res.certified, round(res.margin, 9)
     (True, 1.0)
     """
+    if norm != "l2":
+        from .norm_svm import norm_svm
+
+        if solver not in ("auto", "clarabel"):
+            raise SolverError(f"the {norm} NTP-SVM is solved by Clarabel: solver must be 'auto' or 'clarabel', got "
+                              f"{solver!r}")
+        unit, scale = normalized(data)  # solved at unit scale, answered in the user's units (geometry.scaling)
+        return norm_svm(unit, norm, tol=tol, **options).in_user_units(scale)
     data, scale = normalized(data)  # solved at unit scale, answered in the user's units (geometry.scaling)
     cons = constraints(data)
     if len(cons.ineq) == 0:

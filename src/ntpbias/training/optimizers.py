@@ -11,9 +11,20 @@ to a few tensor operations and lets the state be saved and restored exactly (``s
   variants η ∇L / L (``"loss"``) and η ∇L / (L - L_floor) (``"excess"``, with the entropy floor for NTP).
   A zero or non-finite gradient norm leaves the parameters unchanged (guard).
 * ``adam`` / ``adamw``: Kingma & Ba with bias correction; ``weight_decay`` is an L2 term added to the
-  gradient for ``adam`` and decoupled (Loshchilov & Hutter) for ``adamw``.
+  gradient for ``adam`` and decoupled (Loshchilov & Hutter) for ``adamw``. Any β1, β2 in [0, 1) run, β1 = β2
+  included; the implicit-bias results for Adam on separable data (Zhang, Zou & Cao 2024; Fan, Schmidt &
+  Thrampoulidis 2025) assume β1 <= β2 and a decaying step (docs/optimizers.md#the-optimizers).
+* ``sign``: sign descent W <- W - η sign(∇L) (normalized steepest descent in the entrywise max-norm).
+* ``nsd``: normalized steepest descent W <- W - η D, D the unit-``norm`` steepest direction
+  (:func:`~ntpbias.training.steepest.steepest_direction`: l2 = ``ngd``, linf = ``sign``, l1 = the largest-|g| entry,
+  spectral = the polar factor U V^T of ∇L by SVD or Newton-Schulz, nuclear = the top singular pair).
+* ``muon``: momentum M <- β M + (1 - β) ∇L, then the spectral steepest step along M (the polar factor; Muon's quintic
+  Newton-Schulz by default).
+* ``adagrad``: S <- S + ∇L², W <- W - η ∇L / (sqrt(S) + ε) (Duchi et al. 2011; torch.optim.Adagrad with no decay).
 
-A step-decay schedule multiplies η by ``lr_decay`` at each step in ``milestones``.
+The step at step t (0-based) is η_t = η (t + 1)^(-lr_power), multiplied by ``lr_decay`` at each step in
+``milestones``: ``lr_power`` = 0 is a constant step, and the max-margin theorems for normalized steepest descent,
+sign descent, Muon and Adam assume η_t = Θ(t^-a) with 0 < a <= 1.
 """
 
 from __future__ import annotations
@@ -23,9 +34,12 @@ from dataclasses import dataclass
 import torch
 
 from ..config import Config, setting
+from .steepest import POLAR_METHODS, steepest_direction
 
-OPTIMIZERS = ("gd", "ngd", "adam", "adamw")
+OPTIMIZERS = ("gd", "ngd", "adam", "adamw", "sign", "nsd", "muon", "adagrad")
 NORMALIZATIONS = ("grad", "loss", "excess")
+#: The norms of ``nsd`` (docs/optimizers.md#norms).
+STEEPEST_NORMS = ("l2", "linf", "l1", "spectral", "nuclear")
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,14 @@ class OptimizerConfig(Config):
                              "floor", choices=NORMALIZATIONS)
     milestones: tuple[int, ...] = setting((), "steps at which η is multiplied by lr_decay", ge=1)
     lr_decay: float = setting(0.1, "step-decay factor", gt=0)
+    lr_power: float = setting(0.0, "decaying step η_t = η (t+1)^-lr_power (0 = constant; the max-margin theorems of "
+                              "nsd/sign/muon/adam assume 0 < lr_power <= 1)", ge=0, le=2)
+    norm: str = setting("l2", "nsd: the norm of the steepest-descent direction", choices=STEEPEST_NORMS)
+    polar: str = setting("auto", "spectral directions: the polar factor by svd (exact), newton_schulz (cubic, "
+                         "converges) or quintic (Muon's); auto = svd for nsd, quintic for muon",
+                         choices=("auto", *POLAR_METHODS))
+    ns_steps: int = setting(0, "Newton-Schulz iterations (0 = 40 cubic, Muon's 5 quintic)", ge=0)
+    momentum: float = setting(0.95, "muon: momentum β of M <- β M + (1 - β) ∇L (Muon's 0.95)", ge=0, lt=1)
 
 
 def _per_run_norm(tensors) -> torch.Tensor:
@@ -74,9 +96,17 @@ class Optimizer:
         self.state: dict[str, dict[str, torch.Tensor]] = {}
 
     def lr_at(self, t: int) -> float:
-        """η at step t (0-based) under the step-decay schedule."""
+        """η at step t (0-based): η (t + 1)^(-lr_power) under the step-decay schedule."""
         c = self.config
-        return c.lr * c.lr_decay ** sum(t >= m for m in c.milestones)
+        lr = c.lr * c.lr_decay ** sum(t >= m for m in c.milestones)
+        return lr * (t + 1) ** -c.lr_power if c.lr_power else lr
+
+    def direction(self, grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The unit steepest-descent direction of ``sign``/``nsd``/``muon`` for ``grads`` (per run)."""
+        c = self.config
+        norm = {"sign": "linf", "muon": "spectral"}.get(c.name, c.norm)
+        method = c.polar if c.polar != "auto" else ("quintic" if c.name == "muon" else "svd")
+        return steepest_direction(grads, norm, polar_method=method, ns_steps=c.ns_steps or None)
 
     def step(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
              loss: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -97,6 +127,25 @@ class Optimizer:
             factor = lr / torch.where(ok, scale, torch.ones_like(scale))
             return {k: torch.where(_expand(ok, p), p - _expand(factor, grads[k]) * grads[k], p)
                     for k, p in params.items()}
+        if c.name in ("sign", "nsd", "muon"):
+            # guard: a run with a non-finite gradient is left unchanged (a zero direction), its momentum too
+            ok = torch.stack([torch.isfinite(g.reshape(g.shape[0], -1)).all(1) for g in grads.values()]).all(0)
+            grads = {k: torch.where(_expand(ok, g), g, torch.zeros_like(g)) for k, g in grads.items()}
+            if c.name == "muon":
+                for k, g in grads.items():
+                    st = self.state.setdefault(k, {"m": torch.zeros_like(g)})
+                    st["m"].copy_(torch.where(_expand(ok, g), st["m"] * c.momentum + (1 - c.momentum) * g, st["m"]))
+                grads = {k: torch.where(_expand(ok, g), self.state[k]["m"], g) for k, g in grads.items()}
+            step = self.direction(grads)  # a zero gradient gives a zero direction
+            return {k: p - lr * step[k] for k, p in params.items()}
+        if c.name == "adagrad":
+            out = {}
+            for k, p in params.items():
+                g = grads[k]
+                st = self.state.setdefault(k, {"sum": torch.zeros_like(p)})
+                st["sum"].addcmul_(g, g)
+                out[k] = p.addcdiv(g, st["sum"].sqrt().add_(c.eps), value=-lr)
+            return out
         b1, b2 = c.betas
         out = {}
         for k, p in params.items():
