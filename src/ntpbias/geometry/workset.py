@@ -57,6 +57,9 @@ WORKSET_MAX_ITER = 20000
 #: iterations per round.
 REFINE_ROUNDS = 10
 PCG_MAX_ITER = 1000
+#: Relative accuracy of the correction solve on a face seen for the first time (rows entered or left since the
+#: last round): loose, because the next round's residual tells whether the face is right.
+FRESH_FACE_RTOL = 1e-2
 #: Refinement aims below tol by this factor so that the caller's independent recomputation certifies.
 TARGET_FACTOR = 0.25
 
@@ -317,6 +320,7 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
     ineq, eq = program.ineq, program.eq
     target = TARGET_FACTOR * tol
     work_dtype = work.ineq.H.dtype
+    prev_face = None
     for _ in range(REFINE_ROUNDS + 1):
         W = program._stack(lam, mu)
         g = ineq.apply(W)
@@ -334,6 +338,8 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
             return False, lam, mu
         stats["refine_rounds"] += 1
         face = (lam > 0) | (g < 1 - target)
+        settled = prev_face is not None and torch.equal(face, prev_face)
+        prev_face = face
         rows = work.ineq.subset(face.to(work.ineq.a.device))
         if work.eq is not None:
             rows = rows.concat(work.eq)
@@ -342,6 +348,8 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
         if not scale > 0:
             return False, lam, mu
         rtol = min(0.1, max(1e-5 if work_dtype == torch.float32 else 1e-12, 0.3 * target / worst))
+        if not settled:  # a face that just changed may change again: solve it loosely first
+            rtol = max(rtol, FRESH_FACE_RTOL)
         delta, _, its = gram_solve(rows, (resid / scale).to(device=rows.H.device, dtype=work_dtype), rtol=rtol,
                                    max_iter=PCG_MAX_ITER)
         stats["pcg_iterations"] += its
