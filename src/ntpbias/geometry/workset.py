@@ -43,8 +43,11 @@ from .gram import ConstraintOps, gram_solve
 #: Programs with at most this many inequality rows are solved on all of them (no working set).
 ALL_ROWS_MAX = 4_000_000
 #: Rows per group in the starting working set, and rows per group that enter per round (the most violated).
-START_PER_GROUP = 8
-ADD_PER_GROUP = 4
+START_PER_GROUP = 16
+ADD_PER_GROUP = 16
+#: When violated rows exist, rows outside the working set with gap below 1 + ADD_BAND are candidates too (the
+#: most violated first): rows that become violated as the solution sharpens enter a round earlier.
+ADD_BAND = 0.1
 #: Working-set rounds are solved to this residual while rows still enter.
 ROUND_TOL = 1e-2
 #: A working-set row with zero multiplier for two rounds and gap above 1 + DROP_GAP leaves the working set.
@@ -240,7 +243,8 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
                 return run
             round_tol = tol
             continue
-        ws = ws | _top_per_group(torch.where(violated, 1 - g, -math.inf), gid, ADD_PER_GROUP)
+        near = ~ws & (g < 1 + ADD_BAND)  # with the violated rows, the ones about to be: fewer rounds
+        ws = ws | _top_per_group(torch.where(near, 1 - g, -math.inf), gid, ADD_PER_GROUP)
         idle = torch.where(ws & (lam == 0), idle + 1, torch.zeros_like(idle))
         ws = ws & ~((idle >= 2) & (g > 1 + DROP_GAP))
 
