@@ -220,7 +220,7 @@ def test_auto_picks_by_size_and_reports(monkeypatch):
     prog = program_of(random_ntp(5, 8, 6, 2, seed=0))
     assert prog.choose_solver("auto") == "clarabel" and prog.solve().solver == "clarabel"
     monkeypatch.setattr(svm_mod, "AUTO_CLARABEL_MAX_NNZ", prog.nnz - 1)
-    assert prog.choose_solver("auto") == "workset" and prog.solve().solver == "workset"  # NTP-SVM beyond Clarabel
+    assert prog.choose_solver("auto") == "dual" and prog.solve().solver == "dual"
     with pytest.raises(SolverError, match="unknown solver"):
         prog.solve("osqp")
 

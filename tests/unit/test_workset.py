@@ -199,18 +199,15 @@ def test_float32_overflow_falls_back_to_float64():
     assert rel(res.W * 1e25, ntp_svm(data, "clarabel").W) < 1e-6
 
 
-def test_auto_picks_workset_for_large_ntp_programs_only(monkeypatch):
-    prog = program_of(onehot_data(5, 8, 4, seed=0))
-    assert prog.choose_solver("auto") == "clarabel"
+def test_ntp_svm_auto_picks_workset_beyond_clarabel_and_other_programs_keep_the_dual(monkeypatch):
+    data = onehot_data(5, 8, 4, seed=0)
+    assert ntp_svm(data).solver == "clarabel"
     monkeypatch.setattr(svm_mod, "AUTO_CLARABEL_MAX_NNZ", 0)
-    assert prog.choose_solver("auto") == "workset" and prog.solve().solver == "workset"
-    H = torch.randn(3, 4, dtype=F64)
-    left = LogitGaps(H, 2, torch.tensor([0]), torch.tensor([0]), torch.tensor([1]), torch.tensor([1]),
-                     left=torch.eye(2, dtype=F64))
-    assert MarginProgram(left).choose_solver("auto") == "dual"  # paper B/C programs keep their backend
+    assert ntp_svm(onehot_data(5, 8, 4, seed=0)).solver == "workset"
+    assert program_of(data).choose_solver("auto") == "dual"  # MarginProgram (papers B and C): unchanged
 
 
-def test_michelot_projection_equals_the_sorting_projection():
+def test_newton_projection_equals_the_sorting_projection():
     data = uneven_data(30, 5, 9, seed=10)
     cons = constraints(data)
     ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)

@@ -18,9 +18,10 @@ projected-gradient method of :mod:`ntpbias.geometry.dual` on (D): two matrix pro
 in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
 ``"workset"`` (:mod:`ntpbias.geometry.workset`: a working set of rows, an adaptive-step accelerated gradient in
 float32 to find the active face, then active-face refinement with float64 residuals; the same operators, devices
-and warm starts). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros; beyond,
-the workset method for programs without a left factor (the NTP-SVM, where it was measured 3-4x faster than the
-dual method) and the dual method for the others (papers B and C keep the backend their results were produced with).
+and warm starts). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the
+dual method beyond; :func:`ntp_svm` (the NTP-SVM, where the workset method was measured 3-4x faster than the dual
+method: README, "Scale") picks the workset method beyond instead, so papers B and C keep the backend their results
+were produced with.
 """
 
 from __future__ import annotations
@@ -146,14 +147,12 @@ class MarginProgram:
         return self.n_rows * per_row
 
     def choose_solver(self, solver: str = "auto") -> str:
-        """The backend ``solver`` resolves to: ``"auto"`` -> Clarabel for small problems, beyond it the workset
-        method without a left factor and the dual method with one (module doc)."""
+        """The backend ``solver`` resolves to: ``"auto"`` -> Clarabel for small problems, the dual beyond (the
+        NTP-SVM's :func:`ntp_svm` picks the workset method beyond instead: module doc)."""
         if solver not in SOLVERS:
             raise SolverError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
         if solver == "auto":
-            if self.nnz <= AUTO_CLARABEL_MAX_NNZ:
-                return "clarabel"
-            return "workset" if self.ineq.left is None else "dual"
+            return "clarabel" if self.nnz <= AUTO_CLARABEL_MAX_NNZ else "dual"
         return solver
 
     def to(self, device=None, dtype=None) -> MarginProgram:
@@ -174,6 +173,10 @@ class MarginProgram:
 
     def certificate(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> KKT:
         """KKT residuals of (P) at (W, λ, μ), computed in the dtype of W (use float64 to certify)."""
+        return self._certify(W, lam, mu)[0]
+
+    def _certify(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> tuple[KKT, float]:
+        """(:meth:`certificate`, the margin min_i A_in(W)_i) from one product W H^T."""
         g = self.ineq.apply(W)
         viol = _max0(torch.clamp(1 - g, min=0))
         if self.eq is not None:
@@ -188,7 +191,7 @@ class MarginProgram:
             complementary_slackness=_max0((lam * (g - 1)).abs()),
             stationarity=float(torch.linalg.vector_norm(W - AtY)) / max(1.0, wnorm2 ** 0.5),
             duality_gap=abs(primal - dual) / max(1.0, primal),
-        )
+        ), float(g.min())
 
     def solve(self, solver: str = "auto", *, tol: float = KKT_TOL, polish: bool = True, warm_start=None,
               dtype: torch.dtype | str | None = None, device=None, **options) -> SVMResult:
@@ -255,12 +258,12 @@ class MarginProgram:
         return result
 
     def _result(self, W, lam, mu, solver, start, iters, tol, details=None) -> SVMResult:
-        kkt = self.certificate(W, lam, mu)
+        kkt, margin = self._certify(W, lam, mu)
         return SVMResult(
             W=W, dual_ineq=lam, dual_eq=mu, kkt=kkt,
             status="optimal" if kkt.worst <= tol else "inaccurate", solver=solver,
             solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
-            margin=float(self.ineq.apply(W).min()), details=dict(details or {}),
+            margin=margin, details=dict(details or {}),
         )
 
     def polish(self, result: SVMResult, active_tol: float = 1e-6) -> SVMResult | None:
@@ -366,6 +369,7 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
 
     Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
+    ``solver="auto"`` takes Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` nonzeros and the workset method beyond.
     ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
     :meth:`MarginProgram.solve`; W^mm depends on the data only through H and the supports, so a solution for
     the same supports (or nearby H) is a good warm start. Without one, the dual solver starts from the solution
@@ -384,6 +388,8 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     if len(cons.ineq) == 0:
         raise NotSeparableError("every context has full support: no out-of-support token, so no max-margin direction")
     program = MarginProgram(cons.ineq, cons.eq)
+    if solver == "auto":
+        solver = "clarabel" if program.nnz <= AUTO_CLARABEL_MAX_NNZ else "workset"
     if warm_start is None and program.choose_solver(solver) in ("dual", "workset"):
         warm_start = data._cache.get(DUAL_CACHE_KEY)  # e.g. from the dual separability check
     return program.solve(solver, tol=tol, warm_start=warm_start, **options)
