@@ -222,7 +222,8 @@ def onehot_rows(args, names) -> tuple[list, list]:
         if lib is None:
             lib_cols = ["not run"] * 5
         else:
-            lib_cols = [f"{lib['wall']:.3g} ({lib['cpu']:.3g})", f"{lib['wall'] / t_ws:.3g}x ({lib['cpu'] / c_ws:.3g}x)",
+            lib_cols = [f"{lib['wall']:.3g} ({lib['cpu']:.3g})",
+                        f"{lib['wall'] / t_ws:.3g}x ({lib['cpu'] / c_ws:.3g}x)",
                         f"{abs(ws.norm - lib['norm']) / lib['norm']:.1e}", f"{lib['min_margin']:.7f}",
                         str(lib["epochs"])]
         rows.append([f"{name} ({m}, {d}, {V})", f"{V * d:,}", f"{m * (V - 1):,}", f"{t_ws:.3g} ({c_ws:.3g})",

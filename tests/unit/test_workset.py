@@ -241,3 +241,16 @@ def test_adaptive_step_reaches_the_dual_optimum():
     assert run.converged and run.step_constant > 0
     ref = prog.solve("clarabel", polish=False)
     assert rel(prog._stack(run.lam, run.mu), ref.W) < 1e-5
+
+
+def test_the_library_never_imports_the_benchmark_peer():
+    """scikit-learn (liblinear) is a benchmark-only dependency (the ``bench`` extra)."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "ntpbias"
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] == "sklearn" for n in names), path
