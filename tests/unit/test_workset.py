@@ -254,3 +254,19 @@ def test_the_library_never_imports_the_benchmark_peer():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.split(".")[0] == "sklearn" for n in names), path
+
+
+@pytest.mark.slow
+def test_working_set_rounds_at_scale_match_the_dual_method(monkeypatch):
+    """V = 200: the working set starts at 16 rows per context and grows by rounds; same W^mm as the dual method on
+    every row (100,000 constraints)."""
+    data = onehot_data(500, 100, 201, seed=12)
+    prog = program_of(data)
+    ref = prog.solve("dual", tol=1e-9)
+    monkeypatch.setattr(ws_mod, "ALL_ROWS_MAX", 0)
+    res = prog.solve("workset", tol=1e-9)
+    assert ref.certified and res.certified
+    sizes = res.details["working_set"]
+    assert sizes[0] == 500 * 16 and max(sizes) < len(prog.ineq) / 2 and res.details["rounds"] >= 2
+    assert rel(res.W, ref.W) < 1e-6
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
