@@ -270,3 +270,25 @@ def test_working_set_rounds_at_scale_match_the_dual_method(monkeypatch):
     assert sizes[0] == 500 * 16 and max(sizes) < len(prog.ineq) / 2 and res.details["rounds"] >= 2
     assert rel(res.W, ref.W) < 1e-6
     assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+
+
+def test_full_pair_rows_use_the_row_form():
+    """All (z ∈ S_j, v ∉ S_j) pairs share second cells, so only the row form applies; same W^mm as Clarabel."""
+    data = random_ntp(10, 14, 6, 3, seed=3)
+    S = data.support
+    jj, zz, vv = torch.nonzero(S[:, :, None] & ~S[:, None, :], as_tuple=True)
+    prog = MarginProgram(LogitGaps(data.H, data.V, zz, jj, vv, jj), constraints(data).eq)
+    res = prog.solve("workset", tol=1e-9)
+    assert res.details["form"] == "rows"
+    assert_matches_clarabel(prog, res)
+
+
+def test_fallback_when_refinement_cannot_finish(monkeypatch):
+    """Without refinement rounds the method falls back to the accelerated gradient in float64 (and the caller's
+    polish); the result is still certified by the independent certificate, and says which path it took."""
+    data = onehot_data(40, 30, 6, seed=13)
+    prog = program_of(data)
+    monkeypatch.setattr(ws_mod, "REFINE_ROUNDS", 0)
+    res = prog.solve("workset", tol=1e-8)
+    assert "(fallback)" in res.details["precision"]
+    assert_matches_clarabel(prog, res)

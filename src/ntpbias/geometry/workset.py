@@ -24,7 +24,7 @@ three stages, each cheaper per digit than the one before (docs/paper-a-linear-nt
 The caller (:meth:`~ntpbias.geometry.svm.MarginProgram.finish`) recomputes the KKT certificate from (W, λ, μ) in
 float64 on the full program, every row included, so a wrong face or a missed row can never be certified. If
 refinement does not reach the tolerance, the method falls back to the accelerated gradient in float64 on the full
-program, then refines again.
+program (to the tolerance itself), then refines again.
 """
 
 from __future__ import annotations
@@ -167,6 +167,8 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
                 return _diverged(program, run, gordan, stats, precision, start)
             lam, mu = run.lam, run.mu
         src = (lam0, mu0) if already else (lam, mu)  # a certified warm start is returned as given
+        if already:
+            precision = "warm start (certified as given)"
         lam_h, mu_h = (x.to(device=home_device, dtype=home_dtype) for x in src)
         ok = already
         if not ok:
@@ -175,7 +177,7 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
             home = program.to(device=work_device, dtype=home_dtype)
             left = max(1, max_iter - stats["apg_iterations"])
             gordan = _GordanCheck(program)
-            run = apg(home, tol=max(HANDOVER_TOL, tol), max_iter=left, lam0=lam_h, mu0=mu_h, form=form,
+            run = apg(home, tol=TARGET_FACTOR * tol, max_iter=left, lam0=lam_h, mu0=mu_h, form=form,
                       check_every=check_every, patience=20, verify=gordan)
             stats["apg_iterations"] += run.iterations
             stats["products_float64"] += run.products
@@ -193,7 +195,7 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
 
 
 def _certified_enough(program, lam, mu, tol) -> bool:
-    """Whether a warm start already meets ``tol`` (then only the refinement's check runs)."""
+    """Whether a warm start already meets ``tol`` (then it is returned as given)."""
     lam = lam.to(program.ineq.H)
     mu = mu.to(program.ineq.H)
     return bool((lam >= 0).all()) and program.certificate(program._stack(lam, mu), lam, mu).worst <= tol
