@@ -95,6 +95,23 @@ def _report_matches_summary(out):
     return summary
 
 
+def _paper_vs_ntpbias(out):
+    """The rows of the "Paper vs ntpbias" tables (the paper's numbers beside ours) of the run directory ``out``,
+    asserting that its summary.json and report.html both have at least one."""
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    tables = [t for s in summary["sections"] for t in s["tables"] if t["title"].startswith("Paper vs ntpbias")]
+    assert tables and "Paper vs ntpbias" in (out / "report.html").read_text(), "no paper-vs-ntpbias table"
+    return [[str(cell) for cell in row] for t in tables for row in t["rows"]]
+
+
+@pytest.fixture
+def paper_vs_ntpbias():
+    """The rows of a run directory's paper-vs-ntpbias tables (see ``_paper_vs_ntpbias``)."""
+    return _paper_vs_ntpbias
+
+
 @pytest.fixture
 def report_matches_summary():
     """The consistency check of a run directory's report.html and summary.json (see ``_report_matches_summary``)."""

@@ -6,6 +6,8 @@ The Python API (``import ntpbias as nb``; see the README's "Python API" section)
   :func:`from_sequences` (token sequences, a K-gram or autoregressive context rule), :func:`from_text` (real text),
   :func:`random_ntp` (paper A's generator);
 * theory: :func:`analyze` (H, F, W*, the separability and compatibility verdicts, W^mm, certificates);
+* the log-bilinear model with trained context embeddings (docs/ufm.md): :func:`planted_supports`, :func:`nuclear_svm`
+  (the certified nuclear-norm NTP-SVM in logit space), :func:`support_svd`, :func:`ufm_regularization_path`;
 * training: :func:`train` (a preset, config file or config object into a run directory), :func:`reproduce`
   (figure groups), :func:`load_run` (a saved run: config, per-metric histories as arrays, checks), :data:`PRESETS`.
 
@@ -26,6 +28,9 @@ _API = {
     "from_sequences": "ntpbias.api", "from_text": "ntpbias.api", "analyze": "ntpbias.geometry.analysis",
     "train": "ntpbias.api", "reproduce": "ntpbias.api", "load_run": "ntpbias.api", "Run": "ntpbias.api",
     "PRESETS": "ntpbias.experiments",
+    # the log-bilinear (unconstrained-features) model, docs/ufm.md
+    "planted_supports": "ntpbias.data.planted", "nuclear_svm": "ntpbias.geometry.logit_svm",
+    "support_svd": "ntpbias.geometry.ufm", "ufm_regularization_path": "ntpbias.training.ufm_path",
 }
 
 __all__ = ["__version__", *_API]

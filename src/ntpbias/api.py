@@ -15,6 +15,7 @@ array([ True])
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -25,10 +26,17 @@ from typing import Any
 from .config import apply_overrides
 from .errors import DataError
 from .experiments import GROUPS, TRAINERS
-from .experiments.base import RunContext, get_preset, load_run_config, raise_if_failed, resolve_ids
-from .io import ensure_dir, write_json
+from .experiments.base import (
+    RunContext,
+    get_preset,
+    load_run_config,
+    preflight,
+    raise_if_failed,
+    resolve_ids,
+)
+from .io import ensure_dir, input_file, write_json
 from .report import draw, render
-from .results import Check, RunResult, Section, read_metrics_csv, tally, write_run
+from .results import Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
 from .training.history import History
 
 #: the ``command`` recorded in summary.json for runs started from Python
@@ -76,10 +84,33 @@ def save_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
 
 
 def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
-    """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell."""
-    result = TRAINERS[cfg.experiment][1](cfg, ctx)
+    """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell.
+
+    The config's checks at the door (:func:`~ntpbias.experiments.base.preflight`: files, memory) and the output
+    directory's run before any work."""
+    preflight(cfg)
+    check_outputs(ctx.out)
+    with _no_empty_leftovers(ctx.out):
+        result = TRAINERS[cfg.experiment][1](cfg, ctx)
     save_run(ctx.out, result, command=command)
     return result
+
+
+@contextlib.contextmanager
+def _no_empty_leftovers(out: Path):
+    """A run refused before it wrote anything (a data file that fails to read, an assumption that fails) leaves no
+    empty output directory behind: the folders it created and left empty are removed (never a file)."""
+    existed = Path(out).exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and Path(out).is_dir():
+            for folder in sorted((p for p in Path(out).rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                if not any(folder.iterdir()):
+                    folder.rmdir()
+            if not any(Path(out).iterdir()):
+                Path(out).rmdir()
+        raise
 
 
 def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda _msg: None) -> list[Section]:
@@ -88,14 +119,21 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
     from dataclasses import replace
 
     chosen = resolve_ids(list(ids))
-    out = ensure_dir(ctx.out)
+    if ctx.yelp:
+        input_file(ctx.yelp, "--yelp")
+    for gid in chosen:  # every group's checks before the first group's work
+        GROUPS[gid].preflight(ctx)
+    check_outputs(ctx.out, *(ctx.out / gid for gid in chosen if len(chosen) > 1))
+    out = Path(ctx.out)  # created by the first group that writes
     sections, t0 = [], time.perf_counter()
-    for gid, figures in chosen.items():
-        group_dir = out if len(chosen) == 1 else out / gid
-        say(f"[bold]{GROUPS[gid].title}[/]")
-        result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
-        save_run(group_dir, result, command=command)
-        sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
+    with _no_empty_leftovers(out):
+        for gid, figures in chosen.items():
+            group_dir = out if len(chosen) == 1 else out / gid
+            say(f"[bold]{GROUPS[gid].title}[/]")
+            with _no_empty_leftovers(group_dir):
+                result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
+            save_run(group_dir, result, command=command)
+            sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
     if len(chosen) > 1:
         render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
         write_json(out / "summary.json", {
@@ -180,6 +218,7 @@ def load_run(path: str | Path) -> Run:
         raise DataError(f"{path}: not a run directory (no summary.json); pass the --out of a train or reproduce run")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     rows = read_metrics_csv(path / "metrics.csv") if (path / "metrics.csv").is_file() else []
+    rows = [r for r in rows if "step" in r]  # training histories (a separability study's rows are curves over d)
     names = list(dict.fromkeys(r.get("run", "") for r in rows))
     histories = {name: History.from_rows(rows, name) for name in names}
     fields = {f.name for f in dataclasses.fields(Check)}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 import tomllib
 import typing
@@ -52,13 +53,15 @@ class FieldError(ConfigError):
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None, ge: float | None = None,
             gt: float | None = None, le: float | None = None, lt: float | None = None,
-            choices: tuple | dict | None = None, pattern: str | None = None, finite: bool = True):
+            choices: tuple | dict | None = None, pattern: str | None = None, finite: bool = True,
+            admits: str | None = None):
     """A config field with its one-line documentation and its allowed values (checked by :class:`Config`).
 
     ``ge``/``gt``/``le``/``lt`` bound numbers (and every element of a tuple of numbers); ``choices`` lists the allowed
-    strings; ``pattern`` is a regular expression a string must match in full; ``finite=False`` admits infinities.
+    strings; ``pattern`` is a regular expression a string must match in full (``admits`` says it in words);
+    ``finite=False`` admits infinities.
     """
-    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt,
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "admits": admits,
             "choices": tuple(choices) if choices is not None else None, "pattern": pattern, "finite": finite}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -68,14 +71,52 @@ def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any =
 def allowed(f: dataclasses.Field, typ: Any) -> str:
     """What a field admits, in words (for errors, ``--help`` and the docs): e.g. ``int >= 1``, ``one of gd, adam``."""
     m = f.metadata
+    if m.get("admits"):
+        return m["admits"]
     if m.get("choices"):
         return "one of " + ", ".join(map(str, m["choices"]))
     if m.get("pattern"):
         return f"a string matching {m['pattern']}"
     name = _type_name(typ)
     ops = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
-    bounds = [f"{op} {m[k]:g}" for k, op in ops if m.get(k) is not None]
+    bounds = [f"{op} {_number(m[k])}" for k, op in ops if m.get(k) is not None]
     return " ".join([name, ", ".join(bounds)]).strip()
+
+
+def _toml_value(value: Any) -> str:
+    return tomli_w.dumps({"v": value})[4:].strip()
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def describe(config, *, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """Every setting of a config class (or instance: its values are shown as the defaults), nested tables flattened:
+    ``(dotted key, what it admits, default, doc)``.
+
+    The source of ``ntpbias settings`` and of docs/settings.md.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Opt(Config):
+    ...     lr: float = setting(0.5, "step size", gt=0)
+    >>> describe(Opt)
+    [('lr', 'float > 0', '0.5', 'step size')]
+    """
+    cls = config if isinstance(config, type) else type(config)
+    types = _field_types(cls)
+    defaults = cls() if isinstance(config, type) else config
+    rows = []
+    for f in dataclasses.fields(cls):
+        typ, value = types[f.name], getattr(defaults, f.name)
+        if dataclasses.is_dataclass(typ):
+            rows += describe(value, prefix=f"{prefix}{f.name}.")
+            continue
+        shown = ("[" + ", ".join(_toml_value(v) for v in value) + "]" if isinstance(value, tuple)
+                 else _toml_value(value))
+        rows.append((prefix + f.name, allowed(f, typ), shown, f.metadata.get("doc", "")))
+    return rows
 
 
 def _type_name(typ: Any) -> str:
@@ -113,6 +154,21 @@ class Config:
     def check(self) -> None:
         """Rules between fields (override; raise ValueError with a message naming the keys)."""
 
+    def input_files(self) -> dict[str, str]:
+        """The files this table's settings name (setting -> path), checked before any work; raise a ConfigError when
+        the settings need a file that is not given (override)."""
+        return {}
+
+
+def input_files(cfg, prefix: str = "") -> dict[str, str]:
+    """Every file a (nested) config names, by dotted key (:meth:`Config.input_files` of each table)."""
+    out = {prefix + k: v for k, v in (cfg.input_files() if isinstance(cfg, Config) else {}).items()}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(input_files(value, f"{prefix}{f.name}."))
+    return out
+
 
 def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
     """``value`` checked against ``typ`` and the field's range (ints widen to float, lists to tuples)."""
@@ -135,14 +191,18 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
             raise FieldError(key, f"= {value!r}: expected true or false")
         return value
     if typ is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise FieldError(key, f"= {value!r}: expected an integer ({allowed(f, typ)})")
+        value = int(value)
         if abs(value) > INT64_MAX:
             raise FieldError(key, f"= {value!r}: must fit a 64-bit integer (|value| <= 2^63 - 1)")
     elif typ is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise FieldError(key, f"= {value!r}: expected a number ({allowed(f, typ)})")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            value = math.copysign(math.inf, value)
         if math.isnan(value) or (m.get("finite", True) and math.isinf(value)):
             raise FieldError(key, f"= {value!r}: must be a finite number ({allowed(f, typ)})")
     elif typ is str:
@@ -158,7 +218,7 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
     for k, op, ok in (("ge", ">=", lambda b: value >= b), ("gt", ">", lambda b: value > b),
                       ("le", "<=", lambda b: value <= b), ("lt", "<", lambda b: value < b)):
         if m.get(k) is not None and not ok(m[k]):
-            raise FieldError(key, f"= {value!r}: must be {op} {m[k]:g} ({allowed(f, typ)})")
+            raise FieldError(key, f"= {value!r}: must be {op} {_number(m[k])} ({allowed(f, typ)})")
     return value
 
 
@@ -172,13 +232,18 @@ def _field_types(cls) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-def _coerce(value: Any, typ: Any, where: str) -> Any:
-    """Check/convert ``value`` to ``typ`` (TOML or string input); raise ConfigError on mismatch."""
+def _coerce(value: Any, typ: Any, where: str, *, text: bool = False) -> Any:
+    """Check/convert ``value`` to ``typ``; raise ConfigError on mismatch. ``text``: the value was typed as text
+    (``--set``), so numbers, booleans and lists are parsed from strings; a TOML file's values carry their type, and a
+    string where a number belongs is refused there."""
     origin = typing.get_origin(typ)
     if dataclasses.is_dataclass(typ):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table of settings, got {value!r}")
-        return from_dict(typ, value, prefix=where + ".")
+        return from_dict(typ, value, prefix=where + ".", text=text)
+    if isinstance(value, str) and not text and typ is not str:
+        expected = {int: "an integer", float: "a number", bool: "true or false"}.get(typ, "a list")
+        raise ConfigError(f"{where}: expected {expected}, got the string {value!r} (write it without quotes)")
     if origin is tuple:
         args = typing.get_args(typ)
         if isinstance(value, str):
@@ -187,10 +252,10 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         item = args[0] if args else str
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(v, item, where) for v in value)
+            return tuple(_coerce(v, item, where, text=text) for v in value)
         if len(value) != len(args):
             raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
-        return tuple(_coerce(v, t, where) for v, t in zip(value, args, strict=True))
+        return tuple(_coerce(v, t, where, text=text) for v, t in zip(value, args, strict=True))
     if typ is bool:
         if isinstance(value, bool):
             return value
@@ -206,6 +271,10 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
             return int(value)
         if isinstance(value, str):
             try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:
+                pass
+            try:
                 f = float(value)
             except ValueError:
                 raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
@@ -216,7 +285,7 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         if isinstance(value, (int, float)):
-            return float(value)
+            return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)  # inf: refused later
         if isinstance(value, str):
             try:
                 return float(value)
@@ -243,8 +312,9 @@ def require_choice(name: str, value: str, choices) -> None:
         raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
 
 
-def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = None) -> C:
-    """Build ``cls`` from a (nested) dict on top of ``base`` (default: the class defaults)."""
+def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = None, text: bool = False) -> C:
+    """Build ``cls`` from a (nested) dict on top of ``base`` (default: the class defaults); ``text``: the values are
+    strings typed by a user (``--set``) to parse, rather than typed values (TOML, Python)."""
     types = _field_types(cls)
     moved = getattr(cls, "moved", {})
     # an old key, or an old plain value where a table now stands (``model = "one_layer"`` became ``[model]``)
@@ -264,9 +334,9 @@ def from_dict(cls: type[C], values: dict, *, prefix: str = "", base: C | None = 
         if dataclasses.is_dataclass(typ):
             if not isinstance(value, dict):
                 raise ConfigError(f"{prefix}{key}: expected a table of settings, got {value!r}")
-            changes[key] = from_dict(typ, value, prefix=f"{prefix}{key}.", base=getattr(base, key))
+            changes[key] = from_dict(typ, value, prefix=f"{prefix}{key}.", base=getattr(base, key), text=text)
         else:
-            changes[key] = _coerce(value, typ, prefix + key)
+            changes[key] = _coerce(value, typ, prefix + key, text=text)
     try:
         return dataclasses.replace(base, **changes)
     except FieldError as exc:
@@ -301,18 +371,27 @@ def apply_overrides(cfg: C, overrides: list[str] | tuple[str, ...]) -> C:
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: {part} is not a table of settings")
         node[parts[-1]] = value.strip()
-    return from_dict(type(cfg), nested, base=cfg)
+    return from_dict(type(cfg), nested, base=cfg, text=True)
+
+
+def read_toml(path: str | Path, what: str = "config file") -> dict:
+    """The table of a user's TOML file; a missing path, a directory or FIFO, text that is not UTF-8, or invalid TOML
+    is a one-line error naming the file."""
+    from .io import read_input_text
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such {what}")
+    try:
+        return tomllib.loads(read_input_text(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
 
 def load_toml(cls: type[C], path: str | Path, *, base: C | None = None) -> C:
     """Read a TOML config file into ``cls`` (unknown keys and type mismatches are errors)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        values = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    values = read_toml(path)
     try:
         return from_dict(cls, values, base=base)
     except ConfigError as exc:

@@ -30,3 +30,8 @@ class NotSeparableError(NTPBiasError):
 
 class TrainingDivergedError(NTPBiasError):
     """Training produced a non-finite loss; the metrics logged so far are kept."""
+
+
+class LimitError(NTPBiasError):
+    """A problem's size exceeds a limit checked before any work (the memory it would take, a dense export); the
+    message gives the estimate, the limit and how to go past it (docs/errors-and-limits.md)."""

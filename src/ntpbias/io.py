@@ -1,6 +1,10 @@
-"""Crash-safe file output: everything ntpbias writes goes to a temporary name and is renamed into place.
+"""File input and crash-safe output.
 
-An interrupted run therefore never leaves a half-written file that looks complete.
+Output: everything ntpbias writes goes to a temporary name and is renamed into place, so an interrupted run never
+leaves a half-written file that looks complete. Input: every file a user names goes through :func:`input_file` (a
+missing path, a directory, a FIFO or device where a file belongs are one clear error) and is read by
+:func:`read_input_text` or :func:`load_npy`, which turn every decoding failure into a :class:`DataError` naming the
+file.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +92,84 @@ def ensure_dir(path: str | os.PathLike) -> Path:
     if not os.access(path, os.W_OK):
         raise DataError(f"output directory {path} is not writable; choose another --out")
     return path
+
+
+def input_file(path: str | os.PathLike, what: str = "") -> Path:
+    """``path`` checked to be a regular file this process can read; else a :class:`DataError` naming it (prefixed by
+    ``what``, e.g. ``"--embedding"``) and saying what stands there instead.
+
+    A FIFO or a device is refused before it is opened: reading one could block forever.
+    """
+    path = Path(path)
+    where = f"{what} {path}".strip()
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"{where}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{where}: is a directory; pass a file")
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{where}: is not a regular file (a FIFO, socket or device); pass a file")
+    if not os.access(path, os.R_OK):
+        raise DataError(f"{where}: permission denied")
+    return path
+
+
+def read_input_text(path: str | os.PathLike, what: str = "") -> str:
+    """The UTF-8 text of a user's file (checked by :func:`input_file`); other encodings are a clear error."""
+    path = input_file(path, what)
+    where = f"{what} {path}".strip()
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); convert it to UTF-8") from None
+    except OSError as exc:
+        raise DataError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+
+
+def load_npy(path: str | os.PathLike, what: str = ""):
+    """A numeric array from a ``.npy`` file (never unpickles); an empty, truncated, renamed (``.npz``, text) or
+    object-array file is a :class:`DataError` naming it."""
+    import numpy as np
+
+    path = input_file(path, what)
+    where = f"{what} {path}".strip()
+    try:
+        with open(path, "rb") as fh:
+            np.lib.format.read_magic(fh)
+            fh.seek(0)
+            arr = np.lib.format.read_array(fh, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        detail = str(exc) or type(exc).__name__
+        raise DataError(f"{where}: not a readable .npy array file ({detail}); save one with numpy.save") from None
+    if arr.dtype.kind not in "fiub":
+        raise DataError(f"{where}: expected a numeric array, got dtype {arr.dtype}")
+    return arr
+
+
+def check_output_dir(out: str | os.PathLike, files: tuple[str, ...] = (), dirs: tuple[str, ...] = ()) -> Path:
+    """Check, before any work, that ``out`` can hold a command's outputs: it is a directory (or can be created
+    there), and none of the ``files`` it will write is a directory, nor any of its ``dirs`` a file. Creates nothing;
+    a problem is a :class:`DataError` naming the path."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"output directory {out} is a file; choose another --out")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise DataError(f"cannot create output directory {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DataError(f"output directory {out}: {parent} is not writable; choose another --out")
+    for name in files:
+        target = out / name
+        if target.exists() and not target.is_file():
+            raise DataError(f"{target} is a directory (or not a regular file) where ntpbias writes a file; remove it "
+                            "or choose another --out")
+    for name in dirs:
+        target = out / name
+        if target.exists() and not target.is_dir():
+            raise DataError(f"{target} is a file where ntpbias writes a directory; remove it or choose another --out")
+    return out

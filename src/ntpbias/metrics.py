@@ -59,6 +59,27 @@ DEFINITIONS: dict[str, str] = {
     "accuracy": "Σ_n π^(n) 1[argmax T_θ(X^(n)) = label]: next-token accuracy on the training samples",
     "loss_floor": "L at full attention on the optimal tokens with W_ov frozen: the stage-2 infimum L* (paper C)",
     "loss_excess": "L(θ) - L*: excess over the stage-2 floor (-> 0 linearly in t, Theorem 2 of paper C)",
+    # the log-bilinear (unconstrained-features) model, docs/ufm.md: logits L = W H^T (V x m)
+    "objective": "CE(W H^T) + (λ/2)(||W||² + ||H||²): the ridge-regularized loss (docs/ufm.md)",
+    "cos_perp_mm": "cos(P_⊥(L), L^mm): alignment of the logits' growing part with the nuclear-norm SVM (docs/ufm.md)",
+    "logit_norm": "||L|| (Frobenius) of the logit matrix W H^T",
+    "nuclear": "||L||_*: nuclear norm of the logits (= (||W||² + ||H||²)/2 at balanced factors)",
+    "cos_word_gram": "cos(W W^T, (L^mm L^mm^T)^{1/2}): word-embedding Gram against its predicted limit direction",
+    "cos_context_gram": "cos(H H^T, (L^mm^T L^mm)^{1/2}): context-embedding Gram against its predicted limit direction",
+    "cos_word_gram_S": "cos(W W^T, U Σ U^T) for the SVD U Σ V^T of the centred support matrix S̃",
+    "cos_context_gram_S": "cos(H H^T, V Σ V^T) for the SVD U Σ V^T of the centred support matrix S̃",
+    "within_angle": "largest angle (degrees) between the embeddings of two contexts with the same support set",
+    "between_angle": "smallest angle (degrees) between the mean directions of two support sets' context embeddings",
+    "collapse_ratio": "within_angle / between_angle (-> 0 under collapse)",
+    "sub_within_angle": "within_angle of the context embeddings' components in the support-pattern subspace W^T U",
+    "sub_between_angle": "between_angle of the components in the support-pattern subspace span(W^T U)",
+    "sub_collapse_ratio": "sub_within_angle / sub_between_angle (subspace collapse, docs/ufm.md)",
+    "balance": "||W^T W - H^T H|| / ||W^T W|| (0 at stationary points of the ridge objective)",
+    "dist_opt": "||W H^T - L_λ|| / ||L_λ||: distance of the logits to the certified optimum at the training λ",
+    "grad_rel": "||∇f(W, H)|| / (λ ||(W, H)||): relative first-order residual of the ridge objective",
+    "op_ratio": "||∇CE(W H^T)||_op / λ (<= 1 at a global minimum, docs/ufm.md)",
+    "mode_<i>": "u_i^T L v_i for the i-th singular pair of D0 = -∇CE(0) (order of learning, docs/ufm.md)",
+    "smode_<i>": "u_i^T L v_i for the i-th singular pair of the centred support matrix S̃",
 }
 
 

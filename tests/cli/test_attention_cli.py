@@ -13,7 +13,7 @@ from ntpbias.results import read_metrics_csv
 
 
 @pytest.mark.slow
-def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
+def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary, paper_vs_ntpbias):
     out = tmp_path / "att"
     proc = run_cli("reproduce", "attention", "--out", out, "--scale", "smoke", "--quiet")
     assert proc.returncode == 0, proc.stderr
@@ -23,6 +23,7 @@ def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_m
     summary = report_matches_summary(out)
     figures = {f["id"] for f in summary["sections"][0]["figures"]}
     assert figures == {"attention-fig2", "attention-fig2-training", "attention-lemma41", "attention-stage2"}
+    assert any("2048" in cell for row in paper_vs_ntpbias(out) for cell in row)  # Fig. 2's d beside ours
     for fig in figures:
         assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
     names = {c["name"] for c in summary["checks"]}
@@ -97,7 +98,7 @@ def test_train_attention_resume_gives_the_uninterrupted_numbers(tmp_path, cli):
 
 
 @pytest.mark.parametrize("extra, pattern", [
-    (["--set", "data.source=amazon"], "unknown data.source 'amazon'"),
+    (["--set", "data.source=amazon"], "data.source = 'amazon': unknown value"),
     (["--set", "optimizer.milestones=5"], "decay_epochs"),
     (["--set", "model.kind=three_layer"], "model.kind = 'three_layer'"),
     (["--set", "epochs=3"], "setting epochs has moved to train.epochs"),

@@ -103,8 +103,8 @@ def test_table_output_and_builtin_shakespeare(tmp_path, cli):
 @pytest.mark.parametrize(("args", "message"), [
     (["{text}", "-T", 50], "smaller than the context"),
     (["{tmp}/missing.txt"], "no such file or folder"),
-    (["{text}", "-T", 0], "--max-context must be >= 1"),
-    (["{text}", "--stride", 0], "--stride must be >= 1"),
+    (["{text}", "-T", 0], "Invalid value for '--max-context'"),
+    (["{text}", "--stride", 0], "Invalid value for '--stride'"),
     (["{text}", "--export", "{tmp}/x.npz", "--embedding", "fancy"], "--embedding 'fancy'"),
     (["{text}", "--segment", "line", "-T", 2, "--max-tokens", 1], "lines of at least 2 tokens"),
 ])

@@ -64,7 +64,7 @@ def test_killed_sweep_resumes_to_the_same_table(tmp_path, run_cli):
     ("[axes]\nVV = [2, 3]", [], "unknown setting VV"),
     ("[axes]\nm = [8, \"many\"]", [], "axis 'm' value 'many': m: expected an integer"),
     ("[axes]\nV = [2]", ["--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"], "cannot reach the Dask scheduler"),
-    ("[axes]\nV = [2]", ["--set", "trials=0"], "trials >= 1"),
+    ("[axes]\nV = [2]", ["--set", "trials=0"], "trials = 0: must be >= 1"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, body, extra, message, cli, assert_user_error):
     sweep = tmp_path / "s.toml"
@@ -92,6 +92,8 @@ def test_failed_cells_exit_1_and_are_retried_on_request(tmp_path, cli):
     from ntpbias.data.ntp import NTPData
 
     NTPData.from_arrays(torch.eye(3), [[0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]]).save(tmp_path / "a.npz")
+    # a file that exists (the door checks that) but cannot be read: its cell fails when it runs
+    (tmp_path / "missing.npz").write_bytes(b"not an npz file")
     sweep = tmp_path / "s.toml"
     sweep.write_text(f"""
 [base]

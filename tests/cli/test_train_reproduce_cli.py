@@ -11,7 +11,7 @@ from ntpbias.results import read_metrics_csv
 
 
 @pytest.mark.slow
-def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary):
+def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli, report_matches_summary, paper_vs_ntpbias):
     out = tmp_path / "lin"
     proc = run_cli("reproduce", "linear", "--out", out, "--scale", "smoke", "--seeds", "2", "--quiet")
     assert proc.returncode == 0, proc.stderr
@@ -26,6 +26,8 @@ def test_reproduce_linear_smoke_in_a_real_process(tmp_path, run_cli, report_matc
         assert (out / "figures" / f"{fig}.svg").is_file()
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figures)  # self-contained
+    paper_rows = paper_vs_ntpbias(out)
+    assert any("1.445" in cell for row in paper_rows for cell in row)  # paper A's entropy beside ours
     assert "http://" not in html and "https://" not in html  # no CDN
     for check in summary["checks"]:
         assert set(check) >= {"name", "claim", "measured", "threshold", "passed"}

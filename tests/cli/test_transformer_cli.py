@@ -73,13 +73,14 @@ def test_reproduce_group_tiny_scale(tmp_path, monkeypatch, report_matches_summar
 
 
 @pytest.mark.slow
-def test_reproduce_transformer_quick_scale_passes(run_cli, tmp_path, report_matches_summary):
+def test_reproduce_transformer_quick_scale_passes(run_cli, tmp_path, report_matches_summary, paper_vs_ntpbias):
     """`ntpbias reproduce transformer` (Fig. 2, generalization, ablations) at the quick scale: every check passes."""
     res = run_cli("reproduce", "transformer", "--out", tmp_path / "r", "--quiet")
     assert res.returncode == 0, res.stderr
     summary = report_matches_summary(tmp_path / "r")
     assert [c["name"] for c in summary["checks"] if not c["passed"]] == []
     assert len(summary["checks"]) > 50
+    assert len(paper_vs_ntpbias(tmp_path / "r")) >= 2  # Fig. 2's settings and Example 2 beside ours
 
 
 def test_train_preset_tiny_and_config_rerun(cli, tmp_path, report_matches_summary):

@@ -242,7 +242,7 @@ def test_text_fixture_through_preprocessing_and_training(tmp_path, source):
 def test_yelp_without_a_file_is_a_config_error():
     with pytest.raises(ConfigError, match="needs the reviews file"):
         TokenDataConfig(source="yelp").build()
-    with pytest.raises(ValueError, match="unknown data.source"):
+    with pytest.raises(ValueError, match="source = .amazon.: unknown value"):
         TokenDataConfig(source="amazon")
 
 

@@ -163,7 +163,7 @@ def test_bad_arrays_raise_data_error_naming_the_problem(case, tmp_path):
     "make, pattern",
     [
         (lambda p: None, r"no such file"),
-        (lambda p: p.mkdir(), r"no such file"),
+        (lambda p: p.mkdir(), r"is a directory; pass a file"),
         (lambda p: p.write_bytes(b"this is not a zip file at all"), r"not a readable \.npz file"),
         (lambda p: p.write_bytes(b"PK\x03\x04 truncated zip"), r"not a readable \.npz file"),
         (lambda p: np.savez(p, P=GOOD_P), r"missing array\(s\) H;.*found: P"),
@@ -285,6 +285,6 @@ def test_user_npy_embedding(tmp_path):
         EmbeddingSpec.parse(str(tmp_path / "missing.npy")).matrix(5)
     marker = tmp_path / "code_ran"
     np.save(tmp_path / "evil.npy", np.array([Payload(marker)] * 5, dtype=object), allow_pickle=True)
-    with pytest.raises(DataError, match=r"refused or unreadable"):
+    with pytest.raises(DataError, match=r"not a readable .npy array file"):
         EmbeddingSpec.parse(str(tmp_path / "evil.npy")).matrix(5)
     assert not marker.exists()

@@ -39,3 +39,11 @@ def test_analysis_repr_is_short_and_has_an_html_form():
     a = nb.analyze(nb.NTPData.from_arrays(torch.eye(3), torch.eye(3)))
     assert len(repr(a)) < 300 and "tensor" not in repr(a)
     assert a._repr_html_().startswith("<table>") and "separable" in a._repr_html_()
+
+
+def test_a_separability_run_reads_back(tmp_path):
+    """A study's metrics.csv holds curves over d, not training histories: load_run still reads the run back."""
+    import ntpbias as nb
+
+    run = nb.train("separability-ntp", out=tmp_path / "s", set={"trials": 2, "m": 6})
+    assert run.histories == {} and run.passed and run.summary["status"] == "completed"

@@ -9,9 +9,10 @@ import textwrap
 import pytest
 
 from ntpbias.data.ntp import NTPData
-from ntpbias.errors import ConfigError, DataError, SolverError
+from ntpbias.errors import ConfigError, DataError
 from ntpbias.experiments import separability as sepmod
 from ntpbias.parallel import ExecutorConfig, map_tasks, map_values
+from ntpbias.parallel.executors import TaskError
 from ntpbias.sweep import aggregate, load_sweep, read_results, run_sweep
 
 # a cheap real trainer: one-hot binary separability, 6 datasets of m = 8 contexts per cell
@@ -122,7 +123,7 @@ def test_inprocess_and_local_executors_record_errors_and_keep_order():
     outcomes = sorted(map_tasks(math.sqrt, [4.0, -1.0, 9.0], executor="inprocess"), key=lambda o: o.index)
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[1].error == "ValueError: math domain error" and "Traceback" in outcomes[1].traceback
-    with pytest.raises(SolverError, match=r"task 1 of 2 failed: ValueError: math domain error"):
+    with pytest.raises(TaskError, match=r"task 1 of 2 failed: ValueError: math domain error"):
         map_values(math.sqrt, [4.0, -1.0], executor="inprocess")
     # a task's own user error (bad data or config) is re-raised as itself, also from a worker process
     for executor in ("inprocess", ExecutorConfig("local", workers=1)):
@@ -228,8 +229,9 @@ def test_changed_base_config_is_refused_and_bad_collect_names(tmp_path):
     with pytest.raises(ConfigError, match="different config"):
         run_sweep(changed, tmp_path / "out")
     bad = _write(tmp_path, SWEEP.format(executor="inprocess", seeds=2) + '[collect]\nmetrics = ["thresh"]\n', "b.toml")
-    with pytest.raises(ConfigError, match="'thresh' is not a final value of the runs; available: trials, threshold"):
-        run_sweep(load_sweep(bad), tmp_path / "out2")
+    with pytest.raises(ConfigError, match="'thresh' is not a final value of separability runs; available: .*threshold"):
+        load_sweep(bad)  # refused when the file is read, before any cell trains
+    assert not (tmp_path / "out2").exists()
     picked = _write(tmp_path, SWEEP.format(executor="inprocess", seeds=2) +
                     '[collect]\nmetrics = ["threshold", "check:V=2, |S|=1: certificates"]\nchecks = false\n', "c.toml")
     rows = run_sweep(load_sweep(picked), tmp_path / "out3", report=False).rows

@@ -292,3 +292,13 @@ def test_fallback_when_refinement_cannot_finish(monkeypatch):
     res = prog.solve("workset", tol=1e-8)
     assert "(fallback)" in res.details["precision"]
     assert_matches_clarabel(prog, res)
+
+
+@pytest.mark.parametrize("c", [1e-9, 1e9])
+def test_workset_is_scale_equivariant(c):
+    """H -> cH gives W^mm / c with the same (relative) certificate (ntp_svm solves at unit scale)."""
+    data = uneven_data(15, 12, 6, seed=14)
+    base = ntp_svm(data, "workset", tol=1e-9)
+    got = ntp_svm(NTPData.from_arrays(data.H * c, data.P), "workset", tol=1e-9)
+    assert base.certified and got.certified
+    assert rel(got.W * c, base.W) < 1e-7

@@ -11,13 +11,15 @@ traceback). Library warnings (numpy, torch) are shown only with ``--debug``.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import warnings
 
 import click
 
 from ..errors import NTPBiasError
-from . import analyze, corpus, predict, reproduce, structure, sweep, train  # noqa: F401  (each registers its command)
+from . import analyze, corpus, predict, reproduce, settings, structure, sweep, train  # noqa: F401  (each registers its command)
 from ._common import EXIT_USER_ERROR, cli
 
 __all__ = ["EXIT_BUG", "EXIT_USER_ERROR", "cli", "main"]
@@ -31,11 +33,15 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _quiet_workers(not debug):
             if not debug:
                 warnings.simplefilter("ignore")
             rv = cli.main(args=args, prog_name="ntpbias", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, EOFError):  # click turns an EOFError into Abort: a bug, not Ctrl-C
+            if debug:
+                raise exc.__context__ from None
+            _bug(exc.__context__)
         click.echo("ntpbias: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -52,11 +58,31 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug: never dressed up as a user error
         if debug:
             raise
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        click.echo(f"ntpbias: internal error (a bug, please report it): {message}; rerun with --debug for the "
-                   "traceback", err=True)
-        sys.exit(EXIT_BUG)
+        _bug(exc)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@contextlib.contextmanager
+def _quiet_workers(quiet: bool):
+    """Worker processes started by the command (local executors, Dask) show library warnings only with --debug."""
+    before = os.environ.get("PYTHONWARNINGS")
+    if quiet:
+        os.environ["PYTHONWARNINGS"] = "ignore"
+    try:
+        yield
+    finally:
+        if quiet:
+            if before is None:
+                os.environ.pop("PYTHONWARNINGS", None)
+            else:
+                os.environ["PYTHONWARNINGS"] = before
+
+
+def _bug(exc: BaseException) -> None:
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    click.echo(f"ntpbias: internal error (a bug, please report it): {message}; rerun with --debug for the "
+               "traceback", err=True)
+    sys.exit(EXIT_BUG)
 
 
 def _fail(message: str) -> None:

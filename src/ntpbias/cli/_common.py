@@ -35,10 +35,11 @@ def load_ntp_data(path: str, *, context_length: int | None, autoregressive: bool
     """Read ``.npz`` NTP data or a sequences ``.txt`` file (with a context rule and an embedding)."""
     from ..data.ntp import NTPData
     from ..data.sequences import load_sequences
+    from ..io import input_file
 
-    p = Path(path)
-    if not p.exists():
-        raise DataError(f"{p}: no such file")
+    p = input_file(path)
+    if embedding.endswith(".npy"):
+        input_file(embedding, "--embedding")
     if p.suffix == ".npz":
         if context_length is not None or autoregressive:
             raise DataError(f"{p}: --context-length/--autoregressive apply to sequence files, not to .npz data")
@@ -48,6 +49,35 @@ def load_ntp_data(path: str, *, context_length: int | None, autoregressive: bool
                         "(or pass an .npz NTP dataset)")
     return load_sequences(p, context_length=context_length, autoregressive=autoregressive,
                           max_context=max_context, embedding=embedding)
+
+
+def max_memory_option(command):
+    """The ``--max-memory`` option of a command that allocates: its body runs under that memory budget
+    (:func:`ntpbias.limits.memory_budget`; default: the memory available when each estimate is checked)."""
+    import functools
+
+    @functools.wraps(command)
+    def run(*args, max_memory=None, **kwargs):
+        from ..limits import memory_budget
+
+        with memory_budget(max_memory):
+            return command(*args, **kwargs)
+
+    return click.option("--max-memory", default=None, metavar="SIZE",
+                        help="Memory this command may take, e.g. 16G or 500M (default: what is available now; "
+                             "none: no check). Work whose estimate exceeds it is refused before it starts "
+                             "(docs/errors-and-limits.md).")(run)
+
+
+def check_output_file(path: str | Path, what: str) -> Path:
+    """An output file's path checked before any work: not a directory, in a folder that can be created/written."""
+    from ..io import check_output_dir
+
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{what} {path}: is a directory; give a file name")
+    check_output_dir(path.parent)
+    return path
 
 
 #: how each check verdict prints (see :attr:`ntpbias.results.Check.verdict`)

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from ._common import _console, cli, load_ntp_data
+from ..config import INT64_MAX
+from ._common import _console, cli, load_ntp_data, max_memory_option
 
 
 def _fmt(x) -> str:
@@ -24,9 +25,11 @@ def _fmt(x) -> str:
 @cli.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--context-length", type=int, default=None, help="Sequences file: contexts are windows of K tokens.")
+@click.option("--context-length", type=click.IntRange(1, INT64_MAX), default=None,
+              help="Sequences file: contexts are windows of K tokens.")
 @click.option("--autoregressive", is_flag=True, help="Sequences file: every prefix of every line is a context.")
-@click.option("--max-context", type=int, default=None, help="With --autoregressive: longest prefix used.")
+@click.option("--max-context", type=click.IntRange(1, INT64_MAX), default=None,
+              help="With --autoregressive: longest prefix used.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
 @click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
@@ -39,10 +42,14 @@ def _fmt(x) -> str:
               help="Iteration cap of the dual solver (default 20000).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the matrix-free computations run.")
+@click.option("--ufm", "with_ufm", is_flag=True,
+              help="Also the log-bilinear model's logit-space objects (docs/ufm.md): the nuclear-norm NTP-SVM with its "
+                   "certificate and the centred support matrix's singular values, under `ufm` in analysis.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
-            as_json, quiet):
+            with_ufm, as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
 
     DATA is an NTP dataset .npz (H: m x d, P: m x V, optional pi, vocab, contexts) or a sequences .txt
@@ -55,15 +62,18 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
       ntpbias analyze text.txt --context-length 1 --out runs/bigram
       ntpbias analyze text.txt --autoregressive --embedding gaussian:d=200,seed=1 --out runs/ar --json
       ntpbias analyze big.npz --solver dual --float32 --device cuda --out runs/big
+      ntpbias analyze data.npz --ufm --out runs/a     # + the log-bilinear model's nuclear-norm SVM
     """
+
+    import torch
 
     from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
-    from ..io import ensure_dir, sha256_file, write_json, write_npz
+    from ..io import check_output_dir, ensure_dir, sha256_file, write_json, write_npz
 
     console = _console(quiet)
     dev = resolve_device(device)
-    out = Path(out)
+    out = check_output_dir(out, ("analysis.json", "geometry.npz"))
     with console.status("reading data"):
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)
@@ -76,6 +86,19 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
         result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(f"analyzing: {msg}"),
                               solver_options=options)
     record = result.to_dict()
+    arrays = result.arrays()
+    if with_ufm:
+        from ..geometry.logit_svm import ufm_summary
+
+        with console.status("log-bilinear model: nuclear-norm NTP-SVM"):
+            ufm_record, ufm_arrays = ufm_summary(ntp.to(device="cpu", dtype=torch.float64),
+                                                 "auto" if solver == "auto" else ("admm" if solver == "dual"
+                                                                                  else "clarabel"))
+        record["ufm"] = ufm_record
+        arrays.update(ufm_arrays)
+        if not ufm_record["svm"]["certified"]:
+            record["notes"].append(f"the nuclear-norm NTP-SVM missed its tolerance: relative duality gap "
+                                   f"{ufm_record['svm']['gap_rel']:.2e}")
     record["input"] = {
         "path": str(data), "sha256": sha256_file(data), "context_length": context_length,
         "autoregressive": autoregressive, "max_context": max_context,
@@ -83,7 +106,7 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
     }
     record["ntpbias_version"] = __version__
     ensure_dir(out)  # only once the results exist: a failed run leaves nothing behind
-    write_npz(out / "geometry.npz", **result.arrays())
+    write_npz(out / "geometry.npz", **arrays)
     write_json(out / "analysis.json", record)
     if as_json:
         click.echo(json.dumps(record, indent=2))
@@ -117,6 +140,12 @@ def _print_analysis(rec: dict, out: Path) -> None:
         rows.append(("solver", f"{rec['solver']}{' (' + how + ')' if how else ''}: {rec['solve_seconds']:.2f} s"
                                f"{iters}, {rec['status']}"))
         rows.append(("KKT worst residual", f"{max(rec['kkt'].values()):.2e}"))
+    if rec.get("ufm"):
+        u = rec["ufm"]
+        rows.append(("log-bilinear: ||L^mm||_* (nuclear-norm SVM)", f"{u['svm']['value']:.6g} ({u['svm']['solver']}, "
+                     f"gap {u['svm']['gap_rel']:.1e}, rank {u['svm']['rank']})"))
+        rows.append(("log-bilinear: singular values of S̃", ", ".join(f"{x:.4g}" for x in
+                                                                    u["support_matrix_singular_values"][:8])))
     for k, v in rows:
         table.add_row(k, v)
     console = Console()

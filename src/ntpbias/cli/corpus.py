@@ -9,20 +9,23 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from ._common import _console, cli
+from ._common import _console, check_output_file, cli, max_memory_option
 
 
 @cli.command()
 @click.argument("text", nargs=-1, required=True)
-@click.option("--max-context", "-T", type=int, default=8, show_default=True, help="Longest context length T.")
+@click.option("--max-context", "-T", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Longest context length T.")
 @click.option("--tokenizer", type=click.Choice(["word", "wordpiece", "bert-base-uncased"]), default="word",
               show_default=True, help="word: lower-cased words and punctuation; wordpiece: bert-base-uncased.")
 @click.option("--segment", type=click.Choice(["document", "line"]), default="document", show_default=True,
               help="document: sliding windows of T+1 tokens inside each document; line: prefixes of each line.")
-@click.option("--stride", type=int, default=1, show_default=True,
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
               help="document: a window starts every STRIDE tokens (1: all t-grams; T+1: disjoint blocks).")
-@click.option("--max-tokens", type=int, default=0, help="Use only the first N tokens (default: all).")
-@click.option("--max-vocab", type=int, default=0, help="Keep the K most frequent tokens, the rest become <unk>.")
+@click.option("--max-tokens", type=click.IntRange(min=0), default=0,
+              help="Use only the first N tokens (default: all).")
+@click.option("--max-vocab", type=click.IntRange(min=0), default=0,
+              help="Keep the K most frequent tokens, the rest become <unk>.")
 @click.option("--keep-case", is_flag=True, help="Do not lower-case (word tokenizer).")
 @click.option("--no-punctuation", is_flag=True, help="Drop punctuation instead of keeping it as tokens.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
@@ -40,6 +43,7 @@ from ._common import _console, cli
               help="Shards of contiguous documents (default: 4 per worker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab, keep_case, no_punctuation, out,
            export, embedding, executor, workers, scheduler, shards, as_json, quiet):
     """Next-token statistics of TEXT per context length: distinct contexts, support sizes, entropies H_t.
@@ -70,11 +74,18 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
     )
     from ..data.corpus_shards import sharded_corpus_statistics
     from ..data.embedding import EmbeddingSpec
+    from ..io import check_output_dir, input_file
 
     config = CorpusConfig(max_context=max_context, tokenizer=tokenizer, lowercase=not keep_case,
                           punctuation=not no_punctuation, segment=segment, stride=stride, max_tokens=max_tokens,
                           max_vocab=max_vocab)
     spec = EmbeddingSpec.parse(embedding) if export else None  # a bad --embedding fails before any work
+    if spec is not None and spec.kind == "file":
+        input_file(spec.path, "--embedding")
+    if out is not None:
+        check_output_dir(out, ("corpus.json", "support_sizes.csv"), ("figures",))
+    if export:
+        check_output_file(export, "--export")
     console = _console(quiet)
     source = text[0] if len(text) == 1 else list(text)
     if executor or scheduler:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ._common import cli
+from ._common import cli, max_memory_option
 
 
 @cli.command()
@@ -25,6 +25,7 @@ from ._common import cli
 @click.option("--json", "as_json", is_flag=True,
               help='Print a JSON list of {"input", "prediction", "probability", "runner_up", "runner_up_probability", '
                    '"tie", "guarantee", "query_seen"}.')
+@max_memory_option
 def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
     """Train on SENTENCES with Algorithm 1 and print the predicted next token of each --input, with the result
     that covers it.

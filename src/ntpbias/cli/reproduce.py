@@ -8,7 +8,7 @@ import click
 
 from ..experiments.base import SCALES
 from ..results import headline
-from ._common import _console, cli, command_line, print_checks
+from ._common import _console, cli, command_line, max_memory_option, print_checks
 
 
 @cli.command()
@@ -30,6 +30,7 @@ from ._common import _console, cli, command_line, print_checks
               help="attention-imdb: a Yelp Open Dataset reviews file (JSON lines) to add the Yelp rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def reproduce(ids, out, scale, seeds, device, resume, executor, workers, scheduler, yelp, as_json, quiet):
     """Reproduce experiments and figures: trainings, theory checks, figures and report.html.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._common import cli
+from ._common import check_output_file, cli, max_memory_option
 
 #: Violations shown per check in the table output (the JSON lists all).
 SHOWN = 5
@@ -17,12 +17,11 @@ def load_sentences(name: str):
     """A sentences file, or a built-in dataset name (``example1``, ``prop2-counterexample``)."""
     from ..data.sentences import BUILTIN, NTPSamples
     from ..errors import DataError
+    from ..io import input_file
 
     path = Path(name)
     if path.exists():
-        if path.is_dir():
-            raise DataError(f"{path}: is a directory; pass a sentences .txt file")
-        return NTPSamples.from_file(path)
+        return NTPSamples.from_file(input_file(path))
     if name in BUILTIN:
         return BUILTIN[name]()
     raise DataError(f"{name}: no such file (built-in datasets: {', '.join(BUILTIN)})")
@@ -37,6 +36,7 @@ def load_sentences(name: str):
 @click.option("--plot", "plot_path", default=None, metavar="OUT.png",
               help="Also draw paper C's Figure 1 for the dataset: the collocation and each query's partial order "
                    "(.png, .svg or .pdf).")
+@max_memory_option
 def structure(sentences, query, max_margin, as_json, plot_path):
     """Collocation, query-dependent partial orders, token classes and Assumptions 1 and 3 of a dataset.
 
@@ -57,6 +57,8 @@ def structure(sentences, query, max_margin, as_json, plot_path):
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise DataError(f"--plot {plot_path}: give a .png, .svg or .pdf file name")
+    if plot_path is not None:
+        check_output_file(plot_path, "--plot")
     samples = load_sentences(sentences)
     st = analyze_structure(samples)
     record = st.to_dict()

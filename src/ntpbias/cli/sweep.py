@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._common import _console, cli
+from ._common import _console, cli, max_memory_option
 
 
 @cli.command()
@@ -28,6 +28,7 @@ from ._common import _console, cli
 @click.option("--dry-run", is_flag=True, help="Check the sweep file and list the cells; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep's summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overrides, retry_failed, dry_run, as_json,
           quiet):
     """Run every cell of SWEEP_FILE (a base preset or config x axes of settings and seeds).
@@ -50,10 +51,7 @@ def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overri
                       executor={"kind": executor, "workers": workers, "scheduler": scheduler,
                                 "connect_timeout": connect_timeout})
     if dry_run:
-        cells = spec.cells()
-        click.echo(f"{len(cells)} cells of {spec.base_label} on {spec.executor.describe()}:")
-        for cell in cells:
-            click.echo(f"  {cell.directory:<40} {cell.key}")
+        _dry_run(spec)
         return
     console = _console(quiet)
     command = "ntpbias " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "ntpbias sweep"
@@ -75,6 +73,25 @@ def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overri
                    "cells/<cell>/error.txt; rerun with --retry-failed", err=True)
         return 1
     return 0
+
+
+#: ``--dry-run`` lists (and checks) every cell of a grid up to this size; a larger grid is counted, and its first and
+#: last cells are listed and checked
+DRY_RUN_LIST = 10_000
+DRY_RUN_ENDS = 10
+
+
+def _dry_run(spec) -> None:
+    n = spec.size
+    click.echo(f"{n:,} cells of {spec.base_label} on {spec.executor.describe()}:")
+    if n <= DRY_RUN_LIST:
+        shown = spec.iter_cells()
+    else:
+        shown = spec.iter_cells([*range(DRY_RUN_ENDS), *range(n - DRY_RUN_ENDS, n)])
+    for i, cell in enumerate(shown):
+        if n > DRY_RUN_LIST and i == DRY_RUN_ENDS:
+            click.echo(f"  ... {n - 2 * DRY_RUN_ENDS:,} more cells (counted, not listed) ...")
+        click.echo(f"  {cell.directory:<40} {cell.key}")
 
 
 class _Progress:

@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from ._common import _console, cli, command_line, print_checks
+from ._common import _console, cli, command_line, max_memory_option, print_checks
 
 
 @cli.command()
@@ -17,16 +17,19 @@ from ._common import _console, cli, command_line, print_checks
 @click.option("--scale", type=click.Choice(SCALES), default="paper", show_default=True,
               help="Preset scale.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config value, e.g. --set optimizer.lr=0.1 (repeatable).")
+              help="Override a config value, e.g. --set optimizer.lr=0.1 (repeatable; every key, its type and "
+                   "range: `ntpbias settings`).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@max_memory_option
 def train(config, preset, scale, overrides, out, resume, as_json, quiet):
     """Train one model; writes config.toml, metrics.csv, summary.json, figures/, report.html, checkpoints/.
 
     CONFIG is a TOML file (its `experiment` key picks the paper; `config.toml` of an earlier run works), or
-    use --preset. Every value can be overridden with --set.
+    use --preset. Every value can be overridden with --set. Every key with its type, allowed range and default:
+    `ntpbias settings EXPERIMENT|PRESET` (also docs/settings.md); a value outside them is refused before any work.
 
     \b
     Examples:

@@ -33,7 +33,9 @@ import numpy as np
 import torch
 
 from .._tensor import DEFAULT_DTYPE
+from ..config import Config, setting
 from ..errors import ConfigError, DataError
+from ..io import read_input_text
 from .embedding import EmbeddingSpec
 from .ntp import NTPData
 from .sequences import ContextSamples, autoregressive_id_samples
@@ -57,47 +59,23 @@ _PLAY_MARKUP = [
 
 
 @dataclass(frozen=True)
-class CorpusConfig:
-    """How a text becomes autoregressive NTP data (see the module docstring).
+class CorpusConfig(Config):
+    """How a text becomes autoregressive NTP data (see the module docstring)."""
 
-    Attributes
-    ----------
-    max_context : int
-        Longest context T (contexts of lengths 1..T).
-    tokenizer : str
-        ``"word"`` (words and punctuation symbols) or ``"bert-base-uncased"``/``"wordpiece"`` (bundled WordPiece).
-    lowercase : bool
-        Lower-case the text first (WordPiece lower-cases anyway).
-    punctuation : bool
-        Keep punctuation symbols as tokens.
-    segment : str
-        ``"document"`` (sliding windows inside each document) or ``"line"`` (each line a sequence).
-    stride : int
-        Document segments: a window starts every ``stride`` tokens (1: all t-grams; T + 1: disjoint blocks).
-    max_tokens : int
-        Use only the first ``max_tokens`` tokens of the corpus (0 = all).
-    max_vocab : int
-        Keep the ``max_vocab`` most frequent tokens and map the others to ``<unk>`` (0 = keep all).
-    """
+    max_context: int = setting(8, "longest context T (contexts of lengths 1..T)", ge=1)
+    tokenizer: str = setting("word", "word (words and punctuation symbols), bert-base-uncased or wordpiece (the "
+                             "bundled WordPiece), or a path to a tokenizer.json", pattern=r".+",
+                             admits="a non-empty string")
+    lowercase: bool = setting(True, "lower-case the text first (WordPiece lower-cases anyway)")
+    punctuation: bool = setting(True, "keep punctuation symbols as tokens")
+    segment: str = setting("document", "document (sliding windows inside each document) or line (each line a "
+                           "sequence)", choices=("document", "line"))
+    stride: int = setting(1, "document: a window starts every stride tokens (1: all t-grams; T + 1: disjoint blocks)",
+                          ge=1)
+    max_tokens: int = setting(0, "use only the first max_tokens tokens of the corpus (0 = all)", ge=0)
+    max_vocab: int = setting(0, "keep the max_vocab most frequent tokens, the others become <unk> (0 = all)", ge=0)
 
-    max_context: int = 8
-    tokenizer: str = "word"
-    lowercase: bool = True
-    punctuation: bool = True
-    segment: str = "document"
-    stride: int = 1
-    max_tokens: int = 0
-    max_vocab: int = 0
-
-    def __post_init__(self):
-        if self.max_context < 1:
-            raise ConfigError(f"--max-context must be >= 1, got {self.max_context}")
-        if self.segment not in ("document", "line"):
-            raise ConfigError(f"segment must be 'document' or 'line', got {self.segment!r}")
-        if self.stride < 1:
-            raise ConfigError(f"--stride must be >= 1, got {self.stride}")
-        if self.max_tokens < 0 or self.max_vocab < 0:
-            raise ConfigError("--max-tokens and --max-vocab must be >= 0 (0 = no limit)")
+    def check(self):
         if self.max_vocab == 1:
             raise ConfigError("--max-vocab must be >= 2 (one kept token plus <unk>), or 0 for no limit")
 
@@ -139,10 +117,7 @@ class Document:
     kind: str = "text"
 
     def read(self) -> str:
-        try:
-            text = Path(self.path).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        text = read_input_text(self.path)
         return play_text(text) if self.kind == "play" else text
 
     @property

@@ -19,6 +19,7 @@ import torch
 
 from .._tensor import DEFAULT_DTYPE
 from ..errors import DataError
+from ..io import load_npy
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class EmbeddingSpec:
                     except ValueError:
                         raise DataError(f"--embedding {text!r}: {key} must be a number, got {value!r}") from None
             spec = cls(kind="gaussian", **opts)
-            if spec.d < 1 or spec.scale <= 0:
-                raise DataError(f"--embedding {text!r}: need d >= 1 and scale > 0")
+            if spec.d < 1 or not 0 < spec.scale < float("inf") or not 0 <= spec.seed < 2**63:
+                raise DataError(f"--embedding {text!r}: need d >= 1 and scale > 0 (finite), and 0 <= seed < 2^63")
             return spec
         if text.endswith(".npy"):
             return cls(kind="file", path=text)
@@ -71,12 +72,7 @@ class EmbeddingSpec:
             gen = torch.Generator().manual_seed(self.seed)
             return self.scale * torch.randn(m, self.d, generator=gen, dtype=torch.float64).to(dtype)
         path = Path(self.path)
-        if not path.is_file():
-            raise DataError(f"--embedding {path}: no such file")
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except ValueError as exc:
-            raise DataError(f"--embedding {path}: refused or unreadable .npy ({exc})") from None
+        arr = load_npy(path, "--embedding")
         if arr.ndim != 2 or arr.shape[0] != m:
             raise DataError(
                 f"--embedding {path}: expected an (m, d) matrix with m = {m} rows (one per distinct context), "

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from .._tensor import DEFAULT_DTYPE, to_numpy
 from ..errors import DataError
-from ..io import write_npz
+from ..io import input_file, write_npz
 
 #: Tolerance on ``sum(P[j]) == 1`` and ``sum(pi) == 1``; rows within it are renormalized exactly.
 SUM_TOL = 1e-8
@@ -119,7 +118,8 @@ class NTPData:
     @property
     def embedding_bound(self) -> float:
         """M = √2 max_j ||h̄_j||, the constant of the paper's bounds (§1.2)."""
-        return float(np.sqrt(2.0) * torch.linalg.vector_norm(self.H, dim=1).max())
+        top = float(self.H.abs().max())  # scaled: no overflow or underflow of the squares at any scale of H
+        return float(np.sqrt(2.0) * top * torch.linalg.vector_norm(self.H / top, dim=1).max()) if top > 0 else 0.0
 
     def to(self, device=None, dtype=None) -> NTPData:
         """Copy to another device or floating dtype."""
@@ -263,9 +263,7 @@ class NTPData:
     @classmethod
     def load(cls, path: str | os.PathLike, *, dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
         """Read an NTP dataset ``.npz`` (never unpickles: object arrays are refused)."""
-        path = Path(path)
-        if not path.is_file():
-            raise DataError(f"{path}: no such file")
+        path = input_file(path)
         try:
             with np.load(path, allow_pickle=False) as f:
                 arrays = {}

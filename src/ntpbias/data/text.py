@@ -45,8 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import Config, setting
 from ..errors import ConfigError, DataError
-from ..io import sha256_file, write_npz
+from ..io import input_file, sha256_file, write_npz
 from .reviews import (
     MOVIE_REVIEWS,
     LabelledTexts,
@@ -178,44 +179,28 @@ def wordpiece_tokenizer(name: str = "bert-base-uncased"):
 
 # ================================================================================================ config
 @dataclass(frozen=True)
-class PreprocessConfig:
-    """The paper's preprocessing pipeline (§5.3); see the module docstring for what each stage does.
+class PreprocessConfig(Config):
+    """The paper's preprocessing pipeline (§5.3); see the module docstring for what each stage does."""
 
-    Attributes
-    ----------
-    strip_html, lowercase, remove_punctuation, remove_stopwords, stem : bool
-        Stage switches (all on by default, the paper's pipeline plus HTML removal and lower-casing).
-    stopwords : str
-        ``"builtin"`` (NLTK's 179 English words, shipped) or a path to a list, one word per line.
-    tokenizer : str
-        ``"bert-base-uncased"`` (bundled WordPiece), ``"word"``, or a path to a ``tokenizer.json``.
-    min_count : int
-        Purge tokens seen fewer than this many times in the dataset (50 in the paper; 0 or 1 keeps all).
-    max_length : int
-        Keep the first ``max_length`` tokens of each sequence; 0 = no cap (the default; set 512,
-        BERT's length, for the two-layer model's T x T attention).
-    drop_empty : bool
-        Drop sequences left empty (counted in the report); False makes an empty sequence an error.
-    """
+    strip_html: bool = setting(True, "remove HTML tags")
+    lowercase: bool = setting(True, "lower-case the text")
+    remove_punctuation: bool = setting(True, "remove punctuation")
+    remove_stopwords: bool = setting(True, "remove stop words")
+    stopwords: str = setting("builtin", "builtin (NLTK's 179 English words, shipped) or a path to a list, one word "
+                             "per line", pattern=r".+", admits="a non-empty string")
+    stem: bool = setting(True, "Snowball-stem every word")
+    tokenizer: str = setting("bert-base-uncased", "bert-base-uncased (bundled WordPiece), word, or a path to a "
+                             "tokenizer.json", pattern=r".+", admits="a non-empty string")
+    min_count: int = setting(50, "purge tokens seen fewer than this many times (paper: 50; 0 or 1 keeps all)", ge=0)
+    max_length: int = setting(0, "keep the first max_length tokens of each sequence (0 = no cap; 512 is BERT's "
+                              "length, for the two-layer model's T x T attention)", ge=0)
+    drop_empty: bool = setting(True, "drop sequences left empty (counted in the report); false makes one an error")
 
-    strip_html: bool = True
-    lowercase: bool = True
-    remove_punctuation: bool = True
-    remove_stopwords: bool = True
-    stopwords: str = "builtin"
-    stem: bool = True
-    tokenizer: str = "bert-base-uncased"
-    min_count: int = 50
-    max_length: int = 0
-    drop_empty: bool = True
-
-    def __post_init__(self):
-        if self.min_count < 0:
-            raise ConfigError(f"min_count must be >= 0, got {self.min_count}")
-        if self.max_length < 0:
-            raise ConfigError(f"max_length must be >= 0 (0 = no cap), got {self.max_length}")
-        if not self.tokenizer:
-            raise ConfigError("tokenizer must be 'bert-base-uncased', 'word', or a path to a tokenizer.json")
+    def input_files(self) -> dict[str, str]:
+        files = {"stopwords": self.stopwords} if self.remove_stopwords and self.stopwords != "builtin" else {}
+        if self.tokenizer not in (*WORDPIECE_NAMES, "word"):
+            files["tokenizer"] = self.tokenizer
+        return files
 
     def stages(self) -> tuple[str, ...]:
         """Names of the enabled stages, in the order they run."""
@@ -475,9 +460,9 @@ def load_text_dataset(source: str | os.PathLike, *, kind: str = "auto", config: 
     if name == MOVIE_REVIEWS:
         path, kind = movie_reviews_path(), "imdb"
     else:
-        path = Path(source)
-        if not path.is_file():
-            raise DataError(f"{path}: no such file (or use {MOVIE_REVIEWS!r} for the packaged IMDB reviews)")
+        if not Path(source).exists():
+            raise DataError(f"{source}: no such file (or use {MOVIE_REVIEWS!r} for the packaged IMDB reviews)")
+        path = input_file(source)
         if kind == "auto":
             kind = "yelp" if path.suffix.lower() in (".json", ".jsonl") else "imdb"
     if kind not in ("imdb", "yelp"):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .._tensor import DEFAULT_DTYPE, to_numpy
+from ..config import Config, setting
 from ..errors import ConfigError, DataError
 
 
@@ -355,7 +356,7 @@ def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -
 
 
 @dataclass(frozen=True)
-class KLevelLaw:
+class KLevelLaw(Config):
     """The K-level token law of eqs. (14)-(15) with the corrected opposite-polarity case
     (docs/paper-b-attention.md#setting, §9.1).
 
@@ -381,14 +382,14 @@ class KLevelLaw:
     [0.1]
     """
 
-    irrelevant_size: int = 964
-    level_sizes: tuple[int, ...] = field(default_factory=power_level_sizes)
-    deltas: tuple[float, ...] = (0.45, 0.35, 0.3, 0.25, 0.2, 0.1, 0.05, 0.02)
-    delta_tilde: float = 0.05
+    irrelevant_size: int = setting(964, "irrelevant tokens |S~|", ge=1)
+    level_sizes: tuple[int, ...] = setting(factory=power_level_sizes, doc="|S_k^{+1}| = |S_k^{-1}| for k = 1..K "
+                                           "(default 4 + 2^k)", ge=1)
+    deltas: tuple[float, ...] = setting((0.45, 0.35, 0.3, 0.25, 0.2, 0.1, 0.05, 0.02), "δ_k of each level, eq. (15)",
+                                        gt=0, lt=1)
+    delta_tilde: float = setting(0.05, "δ~: probability mass of the relevant tokens", gt=0, lt=1)
 
-    def __post_init__(self):
-        object.__setattr__(self, "level_sizes", tuple(int(s) for s in self.level_sizes))
-        object.__setattr__(self, "deltas", tuple(float(x) for x in self.deltas))
+    def check(self):
         if len(self.level_sizes) != len(self.deltas) or not self.deltas:
             raise ConfigError(f"KLevelLaw: {len(self.level_sizes)} level sizes but {len(self.deltas)} deltas; give "
                               f"one size and one delta per level (K >= 1)")

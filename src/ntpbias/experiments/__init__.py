@@ -3,8 +3,9 @@
 Importing this package registers every paper's presets, trainers and reproduce groups (see :mod:`.base`).
 """
 
-# the registration order is the order of `reproduce all` and of `ntpbias list`: papers A, B, C
+# the registration order is the order of `reproduce all` and of `ntpbias list`: papers A (and what goes beyond it), B, C
 from . import linear, separability  # noqa: F401  isort: skip
+from . import ufm  # noqa: F401  isort: skip  (beyond paper A: trained context embeddings)
 from . import attention, transformer  # noqa: F401  isort: skip
 from .base import GROUPS, PRESETS, TRAINERS, RunContext
 

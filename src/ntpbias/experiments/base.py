@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .._tensor import DEVICE_PATTERN, DTYPES
 from ..config import Config, setting
@@ -37,8 +37,36 @@ class RunConfig(Config):
     experiment: str = setting("", "the experiment; selects the config class when a TOML file is read")
     seed: int = setting(0, "seed of the first run; every random choice of the run derives from it", ge=0)
     seeds: int = setting(1, "number of runs (seeds seed, seed+1, ...)", ge=1)
-    device: str = setting("cpu", "cpu, cuda or cuda:N", pattern=DEVICE_PATTERN)
+    device: str = setting("cpu", "where the run computes", pattern=DEVICE_PATTERN,
+                          admits="cpu, cuda or cuda:N")
     dtype: str = setting("float64", "float64 (every theory quantity) or float32 (speed)", choices=tuple(DTYPES))
+
+    #: the names of the run's final values (summary.json ``final``), which a sweep's ``[collect] metrics`` may name
+    final_values: ClassVar[tuple[str, ...]] = ()
+
+    def footprint(self) -> dict[str, int]:
+        """Bytes the run will hold, by part, estimated from the settings alone: the memory preflight
+        (:func:`preflight`). Parts that depend on a data file are checked when the file is read."""
+        return {}
+
+
+#: bytes of one run's random generator state (a torch Generator holds a Mersenne Twister: about 5 kB)
+GENERATOR_BYTES = 5_100
+
+
+def preflight(cfg, ctx: RunContext | None = None) -> None:
+    """The checks of a config at the door, before any work or output: every file it names exists and is a regular
+    file, and its memory estimate (:meth:`RunConfig.footprint`) fits the budget (``--max-memory``)."""
+    from ..config import input_files
+    from ..io import input_file
+    from ..limits import check_memory
+
+    for key, path in input_files(cfg).items():
+        input_file(path, key)
+    footprint = getattr(cfg, "footprint", dict)()
+    if footprint:
+        check_memory(footprint, f"this {cfg.experiment} run ({cfg.seeds if hasattr(cfg, 'seeds') else 1} seed(s))",
+                     hint="use fewer seeds or smaller sizes")
 
 
 @dataclass(frozen=True)
@@ -82,6 +110,17 @@ class Group:
     title: str
     figures: dict[str, str]
     run: Callable[[RunContext], RunResult]
+    presets: tuple[str, ...] = ()  # the presets the group trains, at the run's scale and seeds (its preflight)
+
+    def preflight(self, ctx: RunContext) -> None:
+        """The group's checks at the door (:func:`preflight` of each of its presets at ``ctx``'s scale and seeds)."""
+        from dataclasses import replace
+
+        for name in self.presets:
+            cfg = get_preset(name).make(ctx.scale)
+            if hasattr(cfg, "seeds"):
+                cfg = replace(cfg, seeds=max(cfg.seeds, ctx.seeds))
+            preflight(cfg)
 
 
 #: name -> Preset
@@ -114,17 +153,10 @@ def get_preset(name: str) -> Preset:
 
 def load_run_config(path: str | Path):
     """A saved or hand-written run config of any paper: its ``experiment`` key picks the config class."""
-    import tomllib
-
-    from ..config import load_toml
+    from ..config import load_toml, read_toml
 
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        kind = tomllib.loads(path.read_text(encoding="utf-8")).get("experiment")
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    kind = read_toml(path).get("experiment")
     if kind not in TRAINERS:
         raise ConfigError(f"{path}: set `experiment` to one of {', '.join(TRAINERS)} (found {kind!r})")
     return load_toml(TRAINERS[kind][0], path)

@@ -510,10 +510,11 @@ def _residuals(P, ops: ConstraintOps, X, W, L, X_ref, W_ref) -> torch.Tensor:
     zero = torch.zeros((), dtype=g.dtype, device=g.device)
     viol = torch.maximum((1 - g_in).clamp(min=0).amax() if g_in.numel() else zero,
                          g_eq.abs().amax() if g_eq.numel() else zero)
-    cs = (lam * (g_in - 1)).abs().amax() if g_in.numel() else zero
+    tiny = torch.finfo(g.dtype).tiny  # relative residuals, as the KKT certificate's (scale-free)
+    cs = (lam * (g_in - 1)).abs().amax() / lam.abs().amax().clamp(min=tiny) if g_in.numel() else zero
     w2 = (W * W).sum()
     total = lam.sum()
-    gap = (w2 - total).abs() / torch.clamp(0.5 * w2, min=1)
+    gap = (w2 - total).abs() / torch.maximum(0.5 * w2, (total - 0.5 * w2).abs()).clamp(min=tiny)
     gordan = torch.where(total > 0, w2.sqrt() / total, torch.full_like(total, math.inf))
     grown = total - P.duals(X_ref)[0].sum()
     drift = torch.where(grown > 0, torch.linalg.vector_norm(W - W_ref) / grown, torch.full_like(total, math.inf))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..data.ntp import NTPData
+from .scaling import data_scale
 
 
 def logits(W: torch.Tensor, data: NTPData) -> torch.Tensor:
@@ -26,27 +27,46 @@ def cross_entropy(W: torch.Tensor, data: NTPData) -> torch.Tensor:
     return -(data.pi * (data.P * log_probs(W, data)).sum(-1)).sum(-1)
 
 
+def logit_cross_entropy_grad(L: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
+    """CE as a function of the logit matrix and its gradient G = ∇_L CE, no autograd.
+
+    ``L`` (..., V, m) holds one column of logits per context (column j = ℓ_j); CE(L) = Σ_j π̂_j
+    (logsumexp_z ℓ_{j,z} - Σ_z p̂_{j,z} ℓ_{j,z}) (eq. (2) of paper A with ℓ_j = W h̄_j) and G[z, j] = π̂_j (s_{j,z} -
+    p̂_{j,z}) with s_j = softmax(ℓ_j). The softmax reductions run over the short V axis with contiguous m. Models
+    whose logits are not W h̄_j (the log-bilinear model of docs/ufm.md) reuse this kernel.
+
+    Returns (loss (...,), grad (..., V, m)).
+
+    >>> import torch
+    >>> data = NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    >>> loss, G = logit_cross_entropy_grad(torch.zeros(3, 2, dtype=torch.float64), data)
+    >>> round(float(loss), 6), bool(G.sum(0).abs().max() < 1e-15)  # log 3; every column of G sums to 0
+    (1.098612, True)
+    """
+    weighted = data._cache.get("pi_P_T")
+    if weighted is None or weighted.dtype != L.dtype or weighted.device != L.device:
+        weighted = data._cache["pi_P_T"] = (data.P * data.pi[:, None]).T.contiguous().to(L)  # (V, m): π̂_j p̂_{j,z}
+    pi = data.pi.to(L)
+    top = L.amax(-2, keepdim=True)
+    E = torch.exp(L - top)
+    Z = E.sum(-2, keepdim=True)
+    lse = (torch.log(Z) + top).squeeze(-2)  # (..., m)
+    loss = (pi * lse).sum(-1) - (weighted * L).sum((-2, -1))
+    return loss, E * (pi / Z) - weighted  # π̂_j (s_j - p̂_j), (..., V, m)
+
+
 def cross_entropy_grad(W: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
     """CE(W) and its closed-form gradient ∇CE(W) = Σ_j π̂_j (S(W h̄_j) - p̂_j) h̄_j^T (§1.4), no autograd.
 
     The hot path of training: all runs' logits come from one matrix product (W as (B V, d)) in a (B, V, m)
-    layout whose softmax reductions run over the short V axis with contiguous m, and
-    CE = Σ_j π̂_j (logsumexp_z ℓ_{j,z} - Σ_z p̂_{j,z} ℓ_{j,z}).
+    layout (:func:`logit_cross_entropy_grad`), and the gradient is one more product with H.
 
     Returns (loss (...,), grad (..., V, d)).
     """
     *batch, V, d = W.shape
     m = data.m
-    weighted = data._cache.get("pi_P_T")
-    if weighted is None or weighted.dtype != W.dtype:
-        weighted = data._cache["pi_P_T"] = (data.P * data.pi[:, None]).T.contiguous()  # (V, m): π̂_j p̂_{j,z}
     L = (W.reshape(-1, d) @ data.H.T).view(*batch, V, m)
-    top = L.amax(-2, keepdim=True)
-    E = torch.exp(L - top)
-    Z = E.sum(-2, keepdim=True)
-    lse = (torch.log(Z) + top).squeeze(-2)  # (..., m)
-    loss = (data.pi * lse).sum(-1) - (weighted * L).sum((-2, -1))
-    residual = E * (data.pi / Z) - weighted  # π̂_j (s_j - p̂_j), (..., V, m)
+    loss, residual = logit_cross_entropy_grad(L, data)
     return loss, (residual.reshape(-1, m) @ data.H).view(*batch, V, d)
 
 
@@ -74,5 +94,7 @@ def per_sample_cross_entropy(W: torch.Tensor, H_samples: torch.Tensor, next_toke
 
 def smoothness_bound(data: NTPData) -> float:
     """L <= (1/2) λ_max(Σ_j π̂_j h̄_j h̄_j^T): a smoothness constant of CE (§1.4); GD with η <= 1/(2L) descends."""
-    cov = (data.H * data.pi[:, None]).T @ data.H
-    return 0.5 * float(torch.linalg.eigvalsh(cov).max())
+    s = data_scale(data.H)  # at unit scale: H H^T neither over- nor underflows (geometry.scaling); L scales as s²
+    H = data.H / s
+    cov = (H * data.pi[:, None]).T @ H
+    return 0.5 * float(torch.linalg.eigvalsh(cov).max()) * s * s

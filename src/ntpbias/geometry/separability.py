@@ -26,7 +26,7 @@ exceed out-of-support ones). Two methods:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +37,7 @@ from ..data.ntp import NTPData
 from ..errors import SolverError
 from .constraints import constraints
 from .dual import DIVERGENCE_TOL, solve_dual
+from .scaling import in_user_units, normalized
 from .subspace import subspace
 from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
 
@@ -100,7 +101,20 @@ def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "mar
     >>> from ntpbias.data.ntp import NTPData
     >>> ntp_separability(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])).separable
     True
+
+    The verdict is taken at unit scale (:mod:`ntpbias.geometry.scaling`): the same for H and cH, with W (and the
+    NTP-SVM of the dual method) in the user's units and residuals relative to the data's scale.
     """
+    unit, scale = normalized(data)
+    result = _decide(unit, method=method, lp_form=lp_form, **solver_options)
+    if scale == 1.0:
+        return result
+    return replace(result, W=in_user_units(result.W, scale), svm=None if result.svm is None
+                   else result.svm.in_user_units(scale))
+
+
+def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> SeparabilityResult:
+    """:func:`ntp_separability` on data of unit scale."""
     cons = constraints(data)
     if method not in ("auto", "lp", "dual"):
         raise SolverError(f"unknown separability method {method!r}; choose auto, lp or dual")

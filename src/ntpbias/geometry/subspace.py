@@ -25,6 +25,7 @@ from ..data.ntp import NTPData
 from ..errors import ConfigError
 from .constraints import constraints
 from .gram import gram_solve, min_norm_lstsq
+from .scaling import in_user_units, normalized, stable_norm
 
 #: Relative tolerance (to ||b||, at least 1) on the compatibility residual.
 COMPATIBILITY_TOL = 1e-8
@@ -58,8 +59,9 @@ class DataSubspace:
     """
 
     def __init__(self, data: NTPData, method: str = "auto"):
-        cons = constraints(data)
         self.data = data
+        data, scale = normalized(data)  # computed at unit scale (F is the same for every scale of H; W* ∝ 1/scale)
+        cons = constraints(data)
         self.A = cons.eq
         self.log_odds = cons.log_odds
         R = len(self.A)
@@ -89,8 +91,8 @@ class DataSubspace:
         if self.method == "exact" or R == 0:
             W_star = self.A.adjoint(self.log_odds @ self._pinv) if R else torch.zeros(
                 data.V, data.d, dtype=data.H.dtype, device=data.H.device)
-        self.W_star = W_star
-        residual = self.A.apply(self.W_star) - self.log_odds if R else self.log_odds
+        residual = self.A.apply(W_star) - self.log_odds if R else self.log_odds
+        self.W_star = in_user_units(W_star, scale, what="W*")
         self.compatibility_residual = float(torch.linalg.vector_norm(residual))
         scale = max(1.0, float(torch.linalg.vector_norm(self.log_odds)))
         self.compatible = self.compatibility_residual <= COMPATIBILITY_TOL * scale
@@ -115,7 +117,7 @@ class DataSubspace:
     @property
     def norm_W_star(self) -> float:
         """||W*||."""
-        return float(torch.linalg.matrix_norm(self.W_star))
+        return stable_norm(self.W_star)
 
     def __repr__(self) -> str:
         return (f"DataSubspace(dim={self.dim} of {self.ambient_dim}, compatible={self.compatible}, "

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -38,6 +38,7 @@ from ..errors import NotSeparableError, SolverError
 from .constraints import LogitGaps, constraints
 from .dual import DIVERGENCE_TOL, solve_dual
 from .gram import gram_solve
+from .scaling import in_user_units, normalized, stable_norm
 from .workset import solve_workset
 
 #: A result is certified when every KKT residual is at most this.
@@ -56,13 +57,15 @@ DUAL_CACHE_KEY = "ntp_svm_dual"
 
 @dataclass(frozen=True)
 class KKT:
-    """KKT residuals of (P) at (W, λ, μ); all zero at the exact optimum.
+    """KKT residuals of (P) at (W, λ, μ); all zero at the exact optimum. Each is relative (dimensionless), so it is
+    the same when the constraints are rescaled (H -> cH scales W as 1/c and λ, μ as 1/c²): a certificate can neither
+    pass nor fail because of the data's units (docs/errors-and-limits.md).
 
-    * ``primal_violation``: max(max_i (1 - A_in(W)_i)^+, max |A_eq(W)|);
-    * ``dual_violation``: max_i (-λ_i)^+;
-    * ``complementary_slackness``: max_i |λ_i (A_in(W)_i - 1)|;
-    * ``stationarity``: ||W - A_in^T λ - A_eq^T μ|| / max(1, ||W||);
-    * ``duality_gap``: |½||W||² - (Σλ - ½||A_in^T λ + A_eq^T μ||²)| / max(1, ½||W||²).
+    * ``primal_violation``: max(max_i (1 - A_in(W)_i)^+, max |A_eq(W)|) (the margin is 1: already unitless);
+    * ``dual_violation``: max_i (-λ_i)^+ / max_i |λ_i|;
+    * ``complementary_slackness``: max_i |λ_i (A_in(W)_i - 1)| / max_i |λ_i|;
+    * ``stationarity``: ||W - A_in^T λ - A_eq^T μ|| / max(||W||, ||A_in^T λ + A_eq^T μ||);
+    * ``duality_gap``: |½||W||² - (Σλ - ½||A_in^T λ + A_eq^T μ||²)| / max(½||W||², |Σλ - ½||A_in^T λ + A_eq^T μ||²|).
     """
 
     primal_violation: float
@@ -108,8 +111,17 @@ class SVMResult:
 
     @property
     def norm(self) -> float:
-        """||W||."""
-        return float(torch.linalg.vector_norm(self.W))
+        """||W|| (computed without over- or underflow at any scale of W)."""
+        return stable_norm(self.W)
+
+    def in_user_units(self, scale: float) -> SVMResult:
+        """The result of a program solved on embeddings divided by ``scale`` (:mod:`ntpbias.geometry.scaling`), in
+        the original units: W / scale, multipliers / scale²; the margin and the relative KKT residuals are the
+        same."""
+        if scale == 1.0:
+            return self
+        return replace(self, W=in_user_units(self.W, scale), dual_ineq=in_user_units(self.dual_ineq, scale, 2, "λ"),
+                       dual_eq=in_user_units(self.dual_eq, scale, 2, "μ"), details=dict(self.details))
 
     @property
     def certified(self) -> bool:
@@ -182,15 +194,17 @@ class MarginProgram:
         if self.eq is not None:
             viol = max(viol, _max0(self.eq.apply(W).abs()))
         AtY = self._stack(lam, mu)
-        wnorm2 = float((W * W).sum())
-        primal = 0.5 * wnorm2
-        dual = float(lam.sum()) - 0.5 * float((AtY * AtY).sum())
-        return KKT(
+        tiny = torch.finfo(W.dtype).tiny
+        wnorm, anorm = stable_norm(W), stable_norm(AtY)
+        primal = 0.5 * wnorm**2
+        dual = float(lam.sum()) - 0.5 * anorm**2
+        lam_max = max(_max0(lam.abs()), tiny)
+        return KKT(  # relative residuals: the same at every scale of the data (class docstring)
             primal_violation=viol,
-            dual_violation=_max0(torch.clamp(-lam, min=0)) + 0.0,
-            complementary_slackness=_max0((lam * (g - 1)).abs()),
-            stationarity=float(torch.linalg.vector_norm(W - AtY)) / max(1.0, wnorm2 ** 0.5),
-            duality_gap=abs(primal - dual) / max(1.0, primal),
+            dual_violation=_max0(torch.clamp(-lam, min=0)) / lam_max + 0.0,
+            complementary_slackness=_max0((lam * (g - 1)).abs()) / lam_max,
+            stationarity=stable_norm(W - AtY) / max(wnorm, anorm, tiny),
+            duality_gap=abs(primal - dual) / max(primal, abs(dual), tiny),
         ), float(g.min())
 
     def solve(self, solver: str = "auto", *, tol: float = KKT_TOL, polish: bool = True, warm_start=None,
@@ -384,6 +398,7 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     >>> res.certified, round(res.margin, 9)
     (True, 1.0)
     """
+    data, scale = normalized(data)  # solved at unit scale, answered in the user's units (geometry.scaling)
     cons = constraints(data)
     if len(cons.ineq) == 0:
         raise NotSeparableError("every context has full support: no out-of-support token, so no max-margin direction")
@@ -391,8 +406,14 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     if solver == "auto":
         solver = "clarabel" if program.nnz <= AUTO_CLARABEL_MAX_NNZ else "workset"
     if warm_start is None and program.choose_solver(solver) in ("dual", "workset"):
-        warm_start = data._cache.get(DUAL_CACHE_KEY)  # e.g. from the dual separability check
-    return program.solve(solver, tol=tol, warm_start=warm_start, **options)
+        warm_start = data._cache.get(DUAL_CACHE_KEY)  # e.g. from the dual separability check (unit scale)
+    elif warm_start is not None and scale != 1.0:  # the user's multipliers, at unit scale
+        lam = getattr(warm_start, "dual_ineq", getattr(warm_start, "lam", None))
+        mu = getattr(warm_start, "dual_eq", getattr(warm_start, "mu", None))
+        if isinstance(warm_start, tuple | list):
+            lam, mu = warm_start
+        warm_start = (torch.as_tensor(lam) * scale**2, None if mu is None else torch.as_tensor(mu) * scale**2)
+    return program.solve(solver, tol=tol, warm_start=warm_start, **options).in_user_units(scale)
 
 
 def ntp_margin(W: torch.Tensor, data: NTPData) -> torch.Tensor:

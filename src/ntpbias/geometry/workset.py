@@ -332,11 +332,7 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
         g = ineq.apply(W)
         geq = eq.apply(W) if eq is not None else W.new_zeros(0)
         stats["products_float64"] += 2
-        viol = max(_max0((1 - g).clamp(min=0)), _max0(geq.abs()))
-        cs = _max0((lam * (g - 1)).abs())
-        w2 = float((W * W).sum())
-        gap = abs(w2 - float(lam.sum())) / max(1.0, 0.5 * w2)
-        worst = max(viol, cs, gap)
+        worst = _residual(W, g, geq, lam)
         stats["face_rows"] = int((lam > 0).sum())
         if worst <= target:
             return True, lam, mu
@@ -366,6 +362,18 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
         lam[face] = nu[:n_face].clamp(min=0)
         mu = nu[n_face:]
     return False, lam, mu
+
+
+def _residual(W, g, geq, lam) -> float:
+    """The worst of the KKT certificate's residuals (:class:`ntpbias.geometry.svm.KKT`, relative) at W = A^T y,
+    where stationarity and dual feasibility hold by construction: primal violation, complementary slackness over
+    max |λ|, duality gap over max(½||W||², |Σλ - ½||W||²|)."""
+    tiny = torch.finfo(W.dtype).tiny
+    viol = max(_max0((1 - g).clamp(min=0)), _max0(geq.abs()))
+    cs = _max0((lam * (g - 1)).abs()) / max(_max0(lam.abs()), tiny)
+    primal = 0.5 * float((W * W).sum())
+    dual = float(lam.sum()) - primal
+    return max(viol, cs, abs(primal - dual) / max(primal, abs(dual), tiny))
 
 
 def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> WorksetSolution:

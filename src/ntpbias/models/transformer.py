@@ -28,6 +28,7 @@ import torch
 from .._tensor import DEFAULT_DTYPE, as_tensor
 from ..data.sentences import NTPSamples
 from ..errors import ConfigError, DataError
+from ..limits import check_memory, nbytes
 
 EMBEDDINGS = ("onehot", "orthonormal", "unit")
 
@@ -100,6 +101,10 @@ class TransformerInputs:
         V = E.shape[1]
         if ids.numel() and (int(ids[mask].min()) < 0 or int(ids[mask].max()) >= V):
             raise DataError(f"token ids must lie in 0..{V - 1} (columns of the embedding)")
+        N, L = ids.shape
+        check_memory({f"embedded inputs X ({N:,} x {L:,} x d = {E.shape[0]:,}) and their gradients":
+                      nbytes(N, L, E.shape[0], itemsize=4 * E.element_size())},
+                     "the transformer's inputs", hint="use shorter sentences or fewer samples", device=E.device)
         X = E.T[ids] * mask[..., None]
         query = E.T[ids.gather(1, (mask.sum(1) - 1).clamp(min=0)[:, None])[:, 0]]
         y = None if y is None else torch.as_tensor(y, dtype=torch.long, device=E.device)

@@ -129,20 +129,24 @@ def map_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, executor: Execu
     return _dask(fn, items, cfg, on_start)
 
 
+class TaskError(RuntimeError):
+    """A task failed with an unexpected exception (not a user error): a bug, never dressed up as a user mistake."""
+
+
 def map_values(fn: Callable[[Any], Any], items: Iterable[Any], *,
                executor: ExecutorConfig | str | None = None) -> list[Any]:
     """``[fn(x) for x in items]`` on an executor, in input order.
 
     The first failed task raises: its own :class:`~ntpbias.errors.NTPBiasError` when it had one (a user error),
-    else a SolverError naming the task and its error.
+    else a :class:`TaskError` naming the task and its error.
     """
     items = list(items)
     values: list[Any] = [None] * len(items)
     for outcome in map_tasks(fn, items, executor=executor):
         if outcome.user_error is not None:
             raise outcome.user_error
-        if not outcome.ok:
-            raise SolverError(f"task {outcome.index} of {len(items)} failed: {outcome.error}")
+        if not outcome.ok:  # not a user error: a bug, reported as one (exit status 1)
+            raise TaskError(f"task {outcome.index} of {len(items)} failed: {outcome.error}")
         values[outcome.index] = outcome.value
     return values
 

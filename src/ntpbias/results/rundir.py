@@ -16,7 +16,7 @@ import tomli_w
 
 from .. import __version__
 from ..config import to_dict, to_toml
-from ..io import write_json, write_text
+from ..io import check_output_dir, write_json, write_text
 from ..training.history import History
 from .metrics_table import metrics_csv
 from .records import Section, tally
@@ -45,6 +45,18 @@ class RunResult:
     rows: list[dict] = field(default_factory=list)
 
 
+#: the files and folders a run directory holds (``check_outputs`` checks them before any work)
+RUN_FILES = ("config.toml", "metrics.csv", "summary.json", "report.html", "geometry.npz")
+RUN_DIRS = ("figures", "checkpoints", "data")
+
+
+def check_outputs(*dirs: str | Path) -> None:
+    """Before any work: each run directory in ``dirs`` can be created or written, and no file it will hold stands
+    there as a folder (or the reverse); a :class:`~ntpbias.errors.DataError` naming the path otherwise."""
+    for out in dirs:
+        check_output_dir(out, RUN_FILES, RUN_DIRS)
+
+
 def write_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
     """Write ``config.toml``, ``metrics.csv`` and ``summary.json`` of ``result`` into ``out``; returns the summary."""
     out = Path(out)
@@ -60,6 +72,7 @@ def write_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
         extra["final_summary"] = {k: spread(v) for k, v in extra["final"].items()
                                   if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)}
     section = result.section
+    status = result.failure.status if result.failure is not None else extra.get("status", "completed")
     summary = {
         "ntpbias_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -68,8 +81,9 @@ def write_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
         "sections": [section.as_dict()],
         "checks": [c.as_dict() for c in section.checks],
         "tally": tally(section.checks),
-        "passed": section.passed,
+        "passed": section.passed and status == "completed",
         **extra,
+        "status": status,  # a run that stopped early (diverged, interrupted) says so: it never looks complete
     }
     write_json(out / "summary.json", summary)
     return summary

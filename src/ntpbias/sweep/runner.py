@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DataError
-from ..io import ensure_dir, write_text
+from ..errors import ConfigError, DataError, NTPBiasError
+from ..io import check_output_dir, ensure_dir, write_text
 from ..parallel import TaskOutcome, map_tasks
 from .report import write_report
 from .spec import Cell, SweepSpec, format_value
@@ -156,6 +156,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def preflight_cells(cells: list[Cell], spec: SweepSpec) -> None:
+    """Every cell's checks at the door (:func:`~ntpbias.experiments.base.preflight`: the files it names, its memory)
+    before the first cell runs; cells that run at once on this machine (local workers) must fit together."""
+    from ..experiments.base import preflight
+    from ..limits import check_memory
+
+    largest = 0
+    for cell in cells:
+        try:
+            preflight(cell.config)
+        except NTPBiasError as exc:
+            raise type(exc)(f"sweep cell {cell.key or '(base)'}: {exc}") from None
+        largest = max(largest, sum(getattr(cell.config, "footprint", dict)().values()))
+    at_once = min(spec.executor.n_workers, len(cells)) if spec.executor.kind == "local" else 1
+    if at_once > 1:
+        check_memory({f"{at_once} cells at once (the largest {largest:,} bytes each)": at_once * largest},
+                     f"{at_once} local workers", hint="use fewer --workers")
+
+
 def run_sweep(spec: SweepSpec, out: str | Path, *, retry_failed: bool = False,
               progress: Callable[[dict], None] | None = None, say: Callable[[str], None] = lambda _m: None,
               command: str = "", report: bool = True) -> SweepResult:
@@ -170,6 +189,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, retry_failed: bool = False,
         name of ``[collect] metrics`` is not among the runs' final values.
     """
     cells = spec.cells()  # checks every cell's config before anything runs or is written
+    preflight_cells(cells, spec)
+    check_output_dir(out, (RESULTS, "summary.json", "report.html", "sweep.toml"), ("cells", "figures"))
     out = ensure_dir(out)
     t0 = time.perf_counter()
     with _Lock(out):

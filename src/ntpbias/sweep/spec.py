@@ -34,29 +34,70 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
+import math
 import re
-import tomllib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..config import _coerce, _field_types, apply_overrides, from_dict, to_toml
+from ..config import INT64_MAX, _coerce, _field_types, apply_overrides, from_dict, read_toml, to_toml
 from ..errors import ConfigError
+from ..limits import check_memory
 from ..parallel import ExecutorConfig
 
 VALUE_SPECS = ("values", "range", "linspace", "geomspace")
+#: a linspace/geomspace axis of up to this many points is computed at once by numpy; a longer one point by point
+EAGER_POINTS = 100_000
+#: memory of one built cell (its resolved config, name, directory and results row): the grid's preflight
+CELL_BYTES = 20_000
 TABLES = ("base", "axes", "collect", "run")
 
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis: config ``keys`` (one, or several zipped) and the value tuple of each point."""
+    """One axis: config ``keys`` (one, or several zipped) and the value tuple of each point.
+
+    ``points`` is a sequence (``len`` and indexing); ``range``, ``linspace`` and ``geomspace`` axes compute their
+    points on demand, so an axis of 10^9 points takes no memory until its cells are built.
+    """
 
     keys: tuple[str, ...]
-    points: tuple[tuple[Any, ...], ...]
+    points: Sequence[tuple[Any, ...]]
+
+
+class _Span(Sequence):
+    """A lazy sequence of n numbers, ``value(i)`` computed on demand (a linspace or geomspace axis)."""
+
+    def __init__(self, n: int, value: Callable[[int], Any]):
+        self.n, self.value = n, value
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.value(i % self.n)
+
+
+class _Points(Sequence):
+    """The points of a computed axis: value i of ``values`` (a range or a span) for each of ``width`` zipped keys."""
+
+    def __init__(self, values: Sequence, width: int):
+        self.values, self.width = values, width
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return (self.values[i],) * self.width
 
 
 @dataclass(frozen=True)
@@ -97,14 +138,21 @@ class SweepSpec:
 
     @property
     def size(self) -> int:
-        return int(np.prod([len(a.points) for a in self.axes])) if self.axes else 1
+        """The number of cells, counted (never materialised): the product of the axes' lengths."""
+        return math.prod(len(a.points) for a in self.axes)
 
-    def cells(self) -> list[Cell]:
-        """Every cell of the grid, in grid order (the last axis varies fastest)."""
-        cells, seen = [], {}
-        for combo in itertools.product(*(a.points for a in self.axes)):
-            values = tuple((k, v) for axis, point in zip(self.axes, combo, strict=True)
-                           for k, v in zip(axis.keys, point, strict=True))
+    def iter_cells(self, indices: Iterable[int] | None = None) -> Iterator[Cell]:
+        """The cells at ``indices`` of the grid (default: all), in grid order (the last axis varies fastest), each
+        built and checked when reached."""
+        seen: dict[str, str] = {}
+        lengths = [len(a.points) for a in self.axes]
+        for i in range(self.size) if indices is None else indices:
+            combo, rest = [], i
+            for n in reversed(lengths):
+                rest, j = divmod(rest, n)
+                combo.append(j)
+            values = tuple((k, v) for axis, j in zip(self.axes, reversed(combo), strict=True)
+                           for k, v in zip(axis.keys, axis.points[j], strict=True))
             key = " ".join(f"{k}={format_value(v)}" for k, v in values)
             try:
                 cfg = from_dict(type(self.base), _nest(values), base=self.base)
@@ -114,8 +162,14 @@ class SweepSpec:
             if slug in seen:
                 slug = f"{slug[:80]}-{_digest(key)[:8]}"
             seen[slug] = key
-            cells.append(Cell(key, values, cfg, f"cells/{slug}", config_hash(cfg)))
-        return cells
+            yield Cell(key, values, cfg, f"cells/{slug}", config_hash(cfg))
+
+    def cells(self) -> list[Cell]:
+        """Every cell of the grid, in grid order (the last axis varies fastest), each config checked. The grid's
+        memory is checked first (:data:`CELL_BYTES` per cell): ``--dry-run`` counts a larger grid instead."""
+        check_memory({f"{self.size:,} sweep cells (configs, names, result rows)": self.size * CELL_BYTES},
+                     "the sweep grid", hint="split the sweep into several files")
+        return list(self.iter_cells())
 
 
 def config_hash(cfg) -> str:
@@ -167,13 +221,8 @@ def load_sweep(path: str | Path, *, overrides: tuple[str, ...] | list[str] = (),
     ``scheduler``, ``connect_timeout``; None values ignored) overrides the file's ``[run]`` table.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such sweep file")
+    raw = read_toml(path, "sweep file")
     text = path.read_text(encoding="utf-8")
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     try:
         return parse_sweep(raw, root=path.parent, text=text, overrides=overrides, executor=executor)
     except ConfigError as exc:
@@ -196,6 +245,11 @@ def parse_sweep(raw: dict, *, root: Path = Path("."), text: str = "", overrides=
     metrics = collect.get("metrics", [])
     if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
         raise ConfigError("[collect] metrics: expected a list of names, e.g. metrics = [\"loss_gap\"]")
+    finals = getattr(type(base), "final_values", ())
+    unknown = [m for m in metrics if not m.startswith("check:") and m not in finals]
+    if unknown:  # before any cell trains (check:NAME columns are checked against the first finished cell)
+        raise ConfigError(f"[collect] metrics: {unknown[0]!r} is not a final value of {base.experiment} runs; "
+                          f"available: {', '.join(finals) or '(none)'}, or check:NAME for a theory check")
     checks = collect.get("checks", True)
     if not isinstance(checks, bool):
         raise ConfigError(f"[collect] checks: expected true or false, got {checks!r}")
@@ -264,8 +318,9 @@ def _flatten_axes(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def _values(name: str, spec: Any) -> list[Any]:
-    """The values of one axis from a list or a {values|range|linspace|geomspace = ...} table."""
+def _values(name: str, spec: Any) -> Sequence[Any]:
+    """The values of one axis from a list or a {values|range|linspace|geomspace = ...} table (a range, or a
+    linspace/geomspace of more than :data:`EAGER_POINTS` points, is computed on demand)."""
     if isinstance(spec, list):
         values = spec
     elif isinstance(spec, dict):
@@ -282,22 +337,45 @@ def _values(name: str, spec: Any) -> list[Any]:
                 if not (2 <= len(args) <= 3) or not all(isinstance(a, int) for a in args):
                     raise ConfigError(f"axis {name!r}: range = [start, stop] or [start, stop, step] (integers; stop "
                                       f"excluded), got {args!r}")
-                values = list(range(*args))
+                if any(abs(a) > INT64_MAX for a in args) or (len(args) == 3 and args[2] == 0):
+                    raise ConfigError(f"axis {name!r}: range = {args!r}: need 64-bit integers and a non-zero step")
+                values = range(*args)
             else:
                 if len(args) != 3 or not isinstance(args[2], int) or args[2] < 1:
                     raise ConfigError(f"axis {name!r}: {kind} = [first, last, count], got {args!r}")
+                if not all(math.isfinite(a) for a in args[:2]):
+                    raise ConfigError(f"axis {name!r}: {kind} needs finite ends, got {args!r}")
                 if kind == "geomspace" and (args[0] <= 0 or args[1] <= 0):
                     raise ConfigError(f"axis {name!r}: geomspace needs positive ends, got {args!r}")
-                fn = np.linspace if kind == "linspace" else np.geomspace
-                values = [float(v) for v in fn(args[0], args[1], args[2])]
-                if all(isinstance(a, int) for a in args[:2]) and all(v.is_integer() for v in values):
-                    values = [int(v) for v in values]
+                integral = all(isinstance(a, int) for a in args[:2])
+                if args[2] <= EAGER_POINTS:
+                    fn = np.linspace if kind == "linspace" else np.geomspace
+                    values = [float(v) for v in fn(args[0], args[1], args[2])]
+                    if integral and all(v.is_integer() for v in values):
+                        values = [int(v) for v in values]
+                else:
+                    values = _Span(args[2], _span(kind, float(args[0]), float(args[1]), args[2], integral))
     else:
         raise ConfigError(f"axis {name!r}: expected a list of values or a table such as {{range = [0, 10]}}, "
                           f"got {spec!r}")
-    if not isinstance(values, list) or not values:
+    if not isinstance(values, (list, range, _Span)) or not len(values):
         raise ConfigError(f"axis {name!r}: no values")
     return values
+
+
+def _span(kind: str, first: float, last: float, n: int, integral: bool) -> Callable[[int], Any]:
+    """Point i of ``numpy.linspace(first, last, n)`` (the same arithmetic), or of the geometric span, on demand;
+    integer ends give integer points when the point is an integer."""
+    lo, hi = (first, last) if kind == "linspace" else (math.log(first), math.log(last))
+    step = (hi - lo) / (n - 1) if n > 1 else 0.0
+
+    def value(i: int):
+        v = last if i == n - 1 and n > 1 else (i * step + lo)
+        if kind == "geomspace" and not (i == n - 1 and n > 1):
+            v = first if i == 0 else math.exp(v)
+        return int(v) if integral and float(v).is_integer() else v
+
+    return value
 
 
 def _check_value(cls, key: str, value: Any) -> None:
@@ -328,6 +406,20 @@ def _axes(table: dict, base) -> tuple[Axis, ...]:
     for name, spec in _flatten_axes(table):
         keys = tuple(k.strip() for k in name.split(","))
         values = _values(name, spec)
+        if not isinstance(values, list):  # a computed span: numbers, monotone, distinct
+            for k in keys:
+                if k in used:
+                    raise ConfigError(f"axis {k!r} appears twice")
+                used.add(k)
+                for v in {values[0], values[-1]}:  # every point lies between the two ends
+                    try:
+                        _check_value(type(base), k, v)
+                    except ConfigError as exc:
+                        raise ConfigError(f"axis {k!r} value {v!r}: {exc}") from None
+            if len(values) > 1 and values[0] == values[-1]:
+                raise ConfigError(f"axis {name!r} repeats a value")
+            axes.append(Axis(keys, _Points(values, len(keys))))
+            continue
         if len(keys) > 1:
             values = [v if isinstance(v, list) else [v] * len(keys) for v in values]  # a scalar goes to every key
             if not all(len(v) == len(keys) for v in values):

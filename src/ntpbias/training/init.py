@@ -25,7 +25,7 @@ def lecun(shape: tuple[int, ...], seeds: list[int], *, scheme: str = "lecun_norm
     fan_in = fan_in or shape[-1]
     out = torch.empty(len(seeds), *shape, dtype=torch.float64)
     for b, seed in enumerate(seeds):  # one generator per run, so batching never changes a run's numbers
-        gen = torch.Generator().manual_seed(1_000_003 * seed + stream)
+        gen = torch.Generator().manual_seed((1_000_003 * seed + stream) % 2**64)  # 64-bit: unchanged below 1.8e13
         if scheme == "lecun_normal":
             out[b] = torch.randn(shape, generator=gen, dtype=torch.float64) / math.sqrt(fan_in)
         elif scheme == "lecun_uniform":

@@ -154,7 +154,8 @@ class Trainer:
     def run(self, *, resume: bool = False) -> History:
         """Train; returns the :class:`History` (also on divergence or Ctrl-C, with the status set)."""
         cfg = self.config
-        generators = [torch.Generator().manual_seed(10_000_019 * s + 17) for s in self.seeds]
+        # (mod 2^64: a torch seed is 64 bits; the same seeds as before for every seed below 1.8e12)
+        generators = [torch.Generator().manual_seed((10_000_019 * s + 17) % 2**64) for s in self.seeds]
         start_step, log = 0, []  # log: (step, {metric: (B,) float64 array}) per logged step
         self._monotonicity = {"prev": None, "max_increase": None}
         template = self.problem.init_params(self.seeds)

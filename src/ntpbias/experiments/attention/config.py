@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from ..._tensor import DTYPES
 from ...config import Config, setting
 from ...data.tokens import KLevelLaw, power_level_sizes
+from ...geometry.svm import SOLVERS
+from ...limits import nbytes
 from ...training.attention import MODELS
 from ...training.loop import TrainConfig
 from ...training.optimizers import OptimizerConfig
-from ..base import RunConfig
+from ..base import GENERATOR_BYTES, RunConfig
 from .data import TokenDataConfig
 
 
@@ -59,11 +62,47 @@ class AttentionConfig(RunConfig):
         "layer_norm_affine": "model.layer_norm_affine", "batch_size": "train.batch_size", "epochs": "train.epochs",
         "decay_epochs": "train.decay_epochs", "log_points": "train.log_points",
         "checkpoint_every": "train.checkpoint_every"}
+    final_values: ClassVar[tuple[str, ...]] = ("loss", "class_accuracy", "epoch", "p_norm", "pearson_p_abs_pd",
+                                               "pearson_v_pd")
 
     def check(self) -> None:
         if self.optimizer.milestones:
             raise ValueError("set the learning-rate decay with train.decay_epochs (in epochs), not "
                              "optimizer.milestones")
+
+    def footprint(self, shapes: tuple[int, int, int] | None = None) -> dict[str, int]:
+        """Memory by part (see :func:`~ntpbias.experiments.base.preflight`): the seeds' parameters with their
+        gradients and AdamW state, the sequences, one minibatch's activations (two-layer: its T x T attention).
+        ``shapes`` = (|S|, n, T) of the data once read (default: what the settings say)."""
+        B, d, item = self.seeds, self.model.d, DTYPES[self.dtype].itemsize
+        S, n, T = shapes or _token_shapes(self.data)
+        batch = min(self.train.batch_size or n, n) if n else self.train.batch_size
+        out = {f"{B:,} per-run random generators": B * GENERATOR_BYTES,
+               f"parameters, gradients, AdamW state ({B:,} runs x |S| = {S:,} x d = {d:,})":
+                   nbytes(B, S + 2, d, itemsize=5 * item),
+               f"sequences ({n:,} x {T:,} tokens)": nbytes(n, T)}
+        # measured peaks (attention-fig2 quick, d = 256): about 2 copies of the (batch, T, d) embedded minibatch for
+        # model (1); about 9 copies of it and of the (batch, T, T) attention for model (17)
+        if self.model.kind == "two_layer":
+            out[f"activations and T x T attention of a minibatch ({B:,} runs x {batch:,} x {T:,} x (d + T))"] = (
+                nbytes(B, batch, T, d + T, itemsize=10 * item))
+        else:
+            out[f"activations of a minibatch ({B:,} runs x {batch:,} x {T:,} x d)"] = nbytes(B, batch, T, d,
+                                                                                             itemsize=3 * item)
+        return out
+
+
+def _token_shapes(data: TokenDataConfig) -> tuple[int, int, int]:
+    """(|S|, n, T) known from the settings (0 where the data file decides: it is checked when read)."""
+    if data.source == "k_level":
+        return data.law.num_tokens, data.n, data.T
+    if data.source == "assumption1":
+        return data.n_pos + data.n_neg + data.n_irr, data.n, data.T
+    return WORDPIECE_VOCAB if data.preprocess.tokenizer == "bert-base-uncased" else 0, 0, data.preprocess.max_length
+
+
+#: tokens of the bundled bert-base-uncased WordPiece vocabulary (an upper bound of a text dataset's |S|)
+WORDPIECE_VOCAB = 30_522
 
 
 FIG2 = AttentionConfig()
@@ -86,7 +125,7 @@ class StageTwoModelConfig(Config):
     """The embedding dimension of stage 1 and the solver of the max-margin programs (12)."""
 
     d: int = setting(1024, "embedding dimension", ge=1)
-    solver: str = setting("auto", "backend of the max-margin programs (12)")
+    solver: str = setting("auto", "backend of the max-margin programs (12)", choices=SOLVERS)
 
 
 @dataclass(frozen=True)
@@ -126,10 +165,23 @@ class StageTwoConfig(RunConfig):
         "d": "model.d", "solver": "model.solver", "eta0": "stage1.eta0", "method": "optimizer.name",
         "lr": "optimizer.lr", "steps": "train.steps", "grad_floor": "train.grad_floor",
         "log_points": "train.log_points"}
+    final_values: ClassVar[tuple[str, ...]] = ("loss", "cos_mm", "grad_norm", "loss_above_floor", "margin_mm",
+                                               "p_norm", "selection_accuracy")
 
     def check(self) -> None:
         if self.optimizer.name not in ("gd", "ngd"):
             raise ValueError(f"stage 2 is discretised by optimizer.name = 'gd' or 'ngd', got {self.optimizer.name!r}")
+
+    def footprint(self) -> dict[str, int]:
+        """Memory by part: each seed's embeddings before and after stage 1 (|S| x d), the sequences, stage 2's
+        parameters, the embedded tokens of the max-margin programs (12)."""
+        B, d = self.seeds, self.model.d
+        S, n, T = _token_shapes(self.data)
+        return {f"{B:,} per-run random generators": B * GENERATOR_BYTES,
+                f"embeddings E⁰, E¹ and their gradient ({B:,} runs x |S| = {S:,} x d = {d:,})": nbytes(B, S, d,
+                                                                                                    itemsize=4 * 8),
+                f"sequences ({n:,} x {T:,} tokens)": nbytes(n, T),
+                f"embedded sequences ({n:,} x {T:,} x d)": nbytes(n, T, d, itemsize=2 * 8)}
 
 
 STAGE2_NGD = StageTwoConfig()

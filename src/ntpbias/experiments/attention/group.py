@@ -303,4 +303,5 @@ for _name, _desc, _make in (
     register_preset(Preset(_name, _desc, _make))
 
 register_group(Group("attention", "Paper B: attention with trained embeddings (synthetic data and theory)",
-                     FIGURES, run_group))
+                     FIGURES, run_group,
+                     presets=("attention-fig2", "attention-stage2", "attention-stage2-gd", "attention-stage2-lemma44")))

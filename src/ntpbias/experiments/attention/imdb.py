@@ -127,7 +127,6 @@ def _loss_order_checks(key: str, losses: dict[str, float], *, paper_settings: bo
 
 def run_group(ctx: RunContext) -> RunResult:
     """Train models (1) and (17) on IMDB (and on Yelp when ``ctx.yelp`` names a file) and draw Figures 3 and 1."""
-    out = ensure_dir(ctx.out)
     resolve_device(ctx.device)
     section = Section("attention-imdb", "Paper B on real text: IMDB and Yelp (Figs. 1 and 3)",
                       description="Jointly trained one-layer (1) and two-layer (17) attention models on sentiment "
@@ -144,18 +143,22 @@ def run_group(ctx: RunContext) -> RunResult:
     models = [m for m, fig in MODEL_FIGURE.items() if ctx.wants(fig)]
     base = {"one_layer": IMDB_ONE_LAYER, "two_layer": IMDB_TWO_LAYER}
     histories, configs, panels, losses, paper_rows = [], {}, {m: [] for m in models}, {}, []
+    built: dict[str, TokenData] = {}
+    # every dataset is read before any training, the user's Yelp file first (a bad file fails at once)
+    for key, (name, data_changes) in sorted(datasets.items(), key=lambda kv: kv[0] != "yelp") if models else ():
+        ctx.say(f"{name}: reading and preprocessing")
+        built[key] = replace(scaled(base[models[0]], ctx.scale).data, **data_changes).build()
+    for key, (name, _) in datasets.items() if models else ():
+        section.tables.append(Table(f"{name} data", ("quantity", "value"), tuple(built[key].facts.items())))
+    out = ensure_dir(ctx.out)  # only once every dataset has been read: a bad file leaves nothing behind
     for key, (name, data_changes) in datasets.items():
-        data: TokenData | None = None
+        data = built[key]
         for model, (suffix, train_v, variant) in itertools.product(models, VARIANTS):
             cfg = scaled(base[model], ctx.scale)
             cfg = replace(cfg, seeds=max(1, ctx.seeds), device=ctx.device, model=replace(cfg.model, train_v=train_v),
                           data=replace(cfg.data, **data_changes))
             run = f"{key}-{model.replace('_', '-')}{suffix}"
             configs[run] = cfg
-            if data is None:
-                ctx.say(f"{name}: reading and preprocessing")
-                data = cfg.data.build()
-                section.tables.append(Table(f"{name} data", ("quantity", "value"), tuple(data.facts.items())))
             ctx.say(f"{name}: training the {model.replace('_', '-')} model, {variant}")
             history, problem = train_classifier(cfg, data, ctx, run)
             raise_if_failed(history)
@@ -201,4 +204,5 @@ def run_group(ctx: RunContext) -> RunResult:
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
-register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group))
+register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group,
+                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer")))

@@ -17,6 +17,7 @@ from ...data.tokens import TokenSequences, relevant_tokens, token_statistics
 from ...errors import DataError
 from ...geometry import attention as ga
 from ...geometry import selection as gs
+from ...limits import check_memory
 from ...stats import pearson, spearman
 from ...training.attention import (
     ClassifierProblem,
@@ -34,8 +35,11 @@ from .data import TokenData
 
 def train_classifier(cfg: AttentionConfig, data: TokenData, ctx: RunContext, run: str
                      ) -> tuple[History, ClassifierProblem]:
-    """Train ``cfg`` on ``data`` (all runs in one Trainer); rows carry ``run``."""
+    """Train ``cfg`` on ``data`` (all runs in one Trainer); rows carry ``run``. The memory estimate is checked again
+    with the data's own sizes (a text's longest review makes model (17)'s T x T attention)."""
     device = resolve_device(cfg.device)
+    check_memory(cfg.footprint((data.ds.num_tokens, data.ds.n, data.ds.T)), f"{run} ({cfg.seeds} seed(s))",
+                 hint="cap the sequences (data.preprocess.max_length), or use a smaller d or batch", device=device)
     problem = ClassifierProblem(data.ds, model=cfg.model.kind, d=cfg.model.d, train_v=cfg.model.train_v,
                                 layer_norm_affine=cfg.model.layer_norm_affine, batch_size=cfg.train.batch_size,
                                 dtype=DTYPES[cfg.dtype], device=device)

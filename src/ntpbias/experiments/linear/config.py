@@ -8,53 +8,54 @@ from typing import ClassVar
 
 import torch
 
-from ...config import Config, require_choice, setting
+from ..._tensor import DTYPES
+from ...config import Config, setting
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp, two_d_example
+from ...geometry.svm import SOLVERS
+from ...limits import nbytes
 from ...training.loop import TrainConfig
 from ...training.optimizers import OptimizerConfig
-from ..base import Preset, RunConfig, register_preset
+from ..base import GENERATOR_BYTES, Preset, RunConfig, register_preset
 
 DATA_SOURCES = ("random", "two_d", "file")
 INITS = ("lecun_normal", "lecun_uniform", "zeros")
 SAMPLE_OVER = ("contexts", "samples")
+PIS = ("uniform", "dirichlet")
 
 
 @dataclass(frozen=True)
-class LinearDataConfig:
-    """Which NTP data to train on.
+class LinearDataConfig(Config):
+    """Which NTP data to train on: paper A's random generator (defaults: Figs. 3-5), the 2D example, or a file."""
 
-    Attributes
-    ----------
-    source : "random" (paper A's generator), "two_d" (the 2D example) or "file" (an .npz or sequences file)
-    m, d, V, support_size, embedding_scale, dirichlet, pi : the random generator's settings (defaults: Figs. 3-5)
-    seed : the dataset's seed (random supports, probabilities and embeddings; the 2D example's probabilities)
-    angles : the 2D example's context angles in degrees (A, B, C)
-    path, context_length, autoregressive, embedding : for ``source="file"`` (as in ``ntpbias analyze``)
-    """
+    source: str = setting("random", "random (paper A's generator), two_d (the 2D example) or file (an .npz or "
+                          "sequences file)", choices=DATA_SOURCES)
+    m: int = setting(50, "random: number of contexts", ge=1)
+    d: int = setting(60, "random: embedding dimension", ge=1)
+    V: int = setting(10, "random: vocabulary size", ge=1)
+    support_size: int = setting(6, "random: tokens in each context's support |S_j| (<= V)", ge=1)
+    embedding_scale: float = setting(1.0, "random: standard deviation of the embeddings' entries", gt=0)
+    dirichlet: float = setting(1.0, "random: Dirichlet concentration of the in-support probabilities", gt=0)
+    pi: str = setting("uniform", "random: context probabilities, uniform or Dirichlet(1)", choices=PIS)
+    seed: int = setting(0, "the dataset's seed (random supports, probabilities and embeddings; the 2D example's "
+                        "probabilities)", ge=0)
+    angles: tuple[float, float, float] = setting((90.0, 210.0, 330.0), "two_d: the contexts' angles in degrees")
+    path: str = setting("", "file: an .npz NTP dataset or a sequences .txt file")
+    context_length: int = setting(0, "file (sequences): contexts are windows of this many tokens (0: "
+                                  "autoregressive must be set)", ge=0)
+    autoregressive: bool = setting(False, "file (sequences): every prefix of every line is a context")
+    embedding: str = setting("onehot", "file (sequences): onehot | gaussian[:d=60,scale=1,seed=0] | file.npy")
 
-    source: str = "random"
-    m: int = 50
-    d: int = 60
-    V: int = 10
-    support_size: int = 6
-    embedding_scale: float = 1.0
-    dirichlet: float = 1.0
-    pi: str = "uniform"
-    seed: int = 0
-    angles: tuple[float, float, float] = (90.0, 210.0, 330.0)
-    path: str = ""
-    context_length: int = 0
-    autoregressive: bool = False
-    embedding: str = "onehot"
-
-    def __post_init__(self):
-        require_choice("data.source", self.source, DATA_SOURCES)
+    def check(self) -> None:
         if self.source == "file" and not self.path:
             raise ValueError("data.source = 'file' needs data.path")
-        if self.source == "random" and not (1 <= self.support_size <= self.V and self.m >= 1 and self.d >= 1):
-            raise ValueError(f"need m, d >= 1 and 1 <= support_size <= V; got m={self.m}, d={self.d}, "
-                             f"V={self.V}, support_size={self.support_size}")
+        if self.source == "random" and self.support_size > self.V:
+            raise ValueError(f"need support_size <= V; got V={self.V}, support_size={self.support_size}")
+
+    def input_files(self) -> dict[str, str]:
+        if self.source != "file":
+            return {}
+        return {"path": self.path, **({"embedding": self.embedding} if self.embedding.endswith(".npy") else {})}
 
     def build(self, dtype: torch.dtype = torch.float64) -> NTPData:
         if self.source == "random":
@@ -75,7 +76,7 @@ class LinearModelConfig(Config):
     """The linear model W (V x d) of paper A, eq. (1): its initialization and the solver of its limit direction."""
 
     init: str = setting("lecun_normal", "initialization of W (decision A-D4: LeCun normal N(0, 1/d))", choices=INITS)
-    solver: str = setting("auto", "NTP-SVM backend for the reference direction W^mm")
+    solver: str = setting("auto", "NTP-SVM backend for the reference direction W^mm", choices=SOLVERS)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,26 @@ class LinearConfig(RunConfig):
 
     moved: ClassVar[dict[str, str]] = {"init": "model.init", "solver": "model.solver",
                                        "batch_size": "train.batch_size", "sample_over": "train.sample_over"}
+    final_values: ClassVar[tuple[str, ...]] = (
+        "loss", "loss_gap", "grad_norm", "norm", "cos_mm", "cos_mm_corrected", "F_error", "F_error_rel", "F_norm",
+        "perp_norm", "margin_perp", "key_lemma")
+
+    def footprint(self) -> dict[str, int]:
+        """Memory by part (see :func:`~ntpbias.experiments.base.preflight`): the data, the seeds' parameters with
+        their gradients and optimizer state, the logits, the reference directions."""
+        B, data = self.seeds, self.data
+        out = {f"{B:,} per-run random generators": B * GENERATOR_BYTES}
+        if data.source == "file":
+            return out  # the data file's readers check their own size
+        m, d, V = (data.m, data.d, data.V) if data.source == "random" else (3, 2, 5)
+        item = DTYPES[self.dtype].itemsize
+        copies = 5 if self.optimizer.name in ("adam", "adamw") else 3  # W, gradient, update (+ Adam's moments)
+        rows = min(m, self.train.batch_size) if self.train.batch_size else m
+        out[f"data H, P ({m:,} contexts, d = {d:,}, V = {V:,})"] = nbytes(m, d + 2 * V, itemsize=8)
+        out[f"parameters, gradients, optimizer state ({B:,} runs x V x d)"] = nbytes(B, V, d, itemsize=item * copies)
+        out[f"logits and probabilities ({B:,} runs x {rows:,} contexts x V)"] = nbytes(B, rows, V, itemsize=item * 4)
+        out["reference directions W*, W^mm and their solver (V x d)"] = nbytes(V, d, itemsize=8 * 8)
+        return out
 
 
 # ------------------------------------------------------------------------------------------------ presets

@@ -222,4 +222,5 @@ def _regpath(data: NTPData, ref: LinearReference, B_values, data_seed: int):
     return fig, checks, table
 
 
-register_group(Group("linear", "Paper A: linear NTP", FIGURES, run_group))
+register_group(Group("linear", "Paper A: linear NTP", FIGURES, run_group,
+                     presets=("linear-2d", "linear-fig4-gd", "linear-fig5-ngd", "linear-fig5-adam")))

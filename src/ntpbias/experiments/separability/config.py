@@ -3,51 +3,44 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from ...config import require_choice
+from ..._tensor import DEVICE_PATTERN
+from ...config import Config, setting
 from ..base import Preset, register_preset
 
 METHODS = ("lp", "auto", "dual")
 
 
 @dataclass(frozen=True)
-class SeparabilityConfig:
-    """One point (V, |S_j|, m) of the phase diagram: ``trials`` random datasets and their critical dimensions.
+class SeparabilityConfig(Config):
+    """One point (V, |S_j|, m) of the phase diagram: ``trials`` random datasets and their critical dimensions."""
 
-    Attributes
-    ----------
-    experiment : always "separability"
-    seed : seeds every dataset (trial t of (V, k, m) uses ``SeedSequence([seed, V, k, m, t])``)
-    V, support_size, m : vocabulary size, support size k = |S_j| (1 = one-hot), number of contexts
-    trials : random datasets
-    dirichlet : concentration of the in-support probabilities (compatibility needs them generic, not equal)
-    method : separability decision, ``"lp"`` (HiGHS + certificate), ``"dual"`` or ``"auto"``
-    scan : trials whose verdicts are also computed around d* and at d = m (consistency check)
-    device : accepted for the ``train`` command's contract; the verdicts are LPs solved on the CPU (HiGHS)
-    """
+    experiment: str = setting("separability", "always separability", choices=("separability",))
+    seed: int = setting(0, "seeds every dataset (trial t of (V, k, m) uses SeedSequence([seed, V, k, m, t]))", ge=0)
+    V: int = setting(10, "vocabulary size", ge=2)
+    support_size: int = setting(6, "support size k = |S_j| (1 = one-hot; < V)", ge=1)
+    m: int = setting(40, "number of contexts", ge=2)
+    trials: int = setting(100, "random datasets", ge=1)
+    dirichlet: float = setting(1.0, "concentration of the in-support probabilities (compatibility needs them "
+                               "generic, not equal)", gt=0)
+    method: str = setting("lp", "separability decision: lp (HiGHS + certificate), dual or auto", choices=METHODS)
+    scan: int = setting(3, "trials whose verdicts are also computed around d* and at d = m (consistency check)", ge=0)
+    device: str = setting("cpu", "accepted for the train command's contract; the verdicts are LPs solved on the CPU",
+                          pattern=DEVICE_PATTERN,
+                          admits="cpu, cuda or cuda:N")
 
-    experiment: str = "separability"
-    seed: int = 0
-    V: int = 10
-    support_size: int = 6
-    m: int = 40
-    trials: int = 100
-    dirichlet: float = 1.0
-    method: str = "lp"
-    scan: int = 3
-    device: str = "cpu"
+    #: summary.json ``final`` values (see RunConfig.final_values)
+    final_values: ClassVar[tuple[str, ...]] = (
+        "certified", "certified_fraction", "compatible_threshold", "compatible_threshold_high",
+        "compatible_threshold_low", "consistent", "counting_bound", "lp_solves", "max_residual_compatible",
+        "min_residual_incompatible", "scanned", "seconds", "threshold", "threshold_high", "threshold_low",
+        "threshold_mean", "threshold_std", "trials")
 
-    def __post_init__(self):
-        require_choice("experiment", self.experiment, ("separability",))
-        if not (1 <= self.support_size < self.V):
+    def check(self) -> None:
+        if self.support_size >= self.V:
             raise ValueError(f"need 1 <= support_size < V (some token out of every support), got support_size="
                              f"{self.support_size}, V={self.V}")
-        if self.m < 2 or self.trials < 1 or self.scan < 0:
-            raise ValueError(f"need m >= 2, trials >= 1, scan >= 0; got m={self.m}, trials={self.trials}, "
-                             f"scan={self.scan}")
-        require_choice("method", self.method, METHODS)
-        if self.dirichlet <= 0:
-            raise ValueError(f"dirichlet must be > 0, got {self.dirichlet}")
 
     @property
     def label(self) -> str:

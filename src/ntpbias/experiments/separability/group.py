@@ -168,4 +168,5 @@ def _interval(s: dict, key: str) -> str:
 
 
 register_group(Group("separability", "NTP-separability phase transition (paper A, open question 1)", FIGURES,
-                     run_group))
+                     run_group,
+                     presets=("separability-cover", "separability-ntp")))

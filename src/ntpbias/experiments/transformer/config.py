@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from ...config import Config, require_choice, setting
+from ...config import Config, setting
 from ...data.generators import generate_samples, generate_sentences
 from ...data.sentences import BUILTIN, NTPSamples
+from ...geometry.svm import SOLVERS
+from ...limits import nbytes
 from ...models.transformer import EMBEDDINGS
 from ...training.init import INITS
 from ...training.loop import TrainConfig
@@ -27,42 +29,31 @@ ALGORITHMS = ("two-stage", "joint")
 
 
 @dataclass(frozen=True)
-class TransformerDataConfig:
-    """Which sentences to train on.
+class TransformerDataConfig(Config):
+    """Which sentences to train on: a random generator (docs/paper-c-transformer.md#objects), a built-in dataset, or a
+    sentences file (one sentence per line, every prefix is a sample)."""
 
-    Attributes
-    ----------
-    source : "sentences" (random prefix-closed realizable data, docs/paper-c-transformer.md#objects; Sec. 7's default),
-    "samples"
-        (collocation + intended orders, not prefix-closed, docs/paper-c-transformer.md#objects), "example1",
-        "prop2-counterexample", or "file" (a sentences .txt file: one sentence per line, every prefix is a sample)
-    V : vocabulary size of the random generators (Sec. 7: 20)
-    L_max : longest input of the "sentences" generator (8)
-    r_max : largest multiplicity (0: the generator's default, 1 for "sentences", 4 for "samples")
-    p_self, k_max, m_max : the "samples" generator's settings (docs/paper-c-transformer.md#objects)
-    derangement : random collocations without fixed points (docs/paper-c-transformer.md#decisions)
-    path : the sentences file for ``source = "file"``
-    allow_violations : train even when Assumption 1 or 3 fails (the report names the results that no longer apply)
-    """
+    source: str = setting("sentences", "sentences (random prefix-closed realizable data, Sec. 7's default), samples "
+                          "(collocation + intended orders, not prefix-closed), example1, prop2-counterexample, or file",
+                          choices=DATA_SOURCES)
+    V: int = setting(20, "vocabulary size of the random generators (Sec. 7: 20)", ge=2)
+    L_max: int = setting(8, "sentences: longest input", ge=1)
+    r_max: int = setting(0, "largest multiplicity (0: the generator's default, 1 for sentences, 4 for samples)", ge=0)
+    p_self: float = setting(0.5, "samples: probability that a query is its own optimal token", ge=0, le=1)
+    k_max: int = setting(3, "samples: most optimal tokens per query", ge=1)
+    m_max: int = setting(5, "samples: most non-optimal tokens per query", ge=1)
+    derangement: bool = setting(True, "random collocations without fixed points "
+                                "(docs/paper-c-transformer.md#decisions)")
+    path: str = setting("", "file: the sentences .txt file")
+    allow_violations: bool = setting(False, "train even when Assumption 1 or 3 fails (the report names the results "
+                                     "that no longer apply)")
 
-    source: str = "sentences"
-    V: int = 20
-    L_max: int = 8
-    r_max: int = 0
-    p_self: float = 0.5
-    k_max: int = 3
-    m_max: int = 5
-    derangement: bool = True
-    path: str = ""
-    allow_violations: bool = False
-
-    def __post_init__(self):
-        require_choice("data.source", self.source, DATA_SOURCES)
+    def check(self) -> None:
         if self.source == "file" and not self.path:
             raise ValueError("data.source = 'file' needs data.path (a sentences .txt file)")
-        if self.V < 2 or self.L_max < 1 or self.r_max < 0:
-            raise ValueError(f"need V >= 2, L_max >= 1, r_max >= 0; got V={self.V}, L_max={self.L_max}, "
-                             f"r_max={self.r_max}")
+
+    def input_files(self) -> dict[str, str]:
+        return {"path": self.path} if self.source == "file" else {}
 
     @property
     def random(self) -> bool:
@@ -91,7 +82,7 @@ class TransformerModelConfig(Config):
                              "unit-norm columns: not orthonormal, outside the theory)", choices=EMBEDDINGS)
     d: int = setting(0, "embedding dimension (0: |V|)", ge=0)
     init: str = setting("zeros", "zeros (Algorithm 1) or a LeCun scheme", choices=INITS)
-    solver: str = setting("auto", "max-margin backend for W_ov*, W_kq*")
+    solver: str = setting("auto", "max-margin backend for W_ov*, W_kq*", choices=SOLVERS)
 
 
 @dataclass(frozen=True)
@@ -140,6 +131,14 @@ class TransformerConfig(RunConfig):
     def stage_steps(self) -> tuple[int, int]:
         """(T, T_1): the steps of stages 1 and 2."""
         return self.stage1.steps or self.train.steps, self.stage2.steps or self.train.steps
+
+    def footprint(self) -> dict[str, int]:
+        """Memory by part (runs train one after the other): W_ov, W_kq with their gradients and updates; the
+        samples' embedded inputs are checked when the data are built."""
+        V = self.data.V if self.data.random else 0
+        d = self.model.d or V
+        return {f"W_ov (|V| x d), W_kq (d x d) with gradients (|V| = {V:,}, d = {d:,})": nbytes(d, V + d,
+                                                                                             itemsize=4 * 8)}
 
     def step_sizes(self, d: int) -> tuple[float, float]:
         """(η₀, η), the paper's 0.2/√d and 0.05/√d where unset."""

@@ -228,4 +228,5 @@ def _ablation_table(unit: list[SeedRun], joint: list[SeedRun]) -> Table:
                                                          "loss", "accuracy"), tuple(rows))
 
 
-register_group(Group("transformer", "Paper C: one-layer transformer (Algorithm 1)", FIGURES, run_group))
+register_group(Group("transformer", "Paper C: one-layer transformer (Algorithm 1)", FIGURES, run_group,
+                     presets=("transformer-fig2", "transformer-example1", "transformer-unit", "transformer-joint")))

@@ -1,0 +1,85 @@
+"""NTP data with planted support patterns, for the log-bilinear model (docs/ufm.md#data).
+
+K support sets S^(1..K) of given sizes are drawn from a vocabulary of V tokens (disjoint, or independently with
+overlaps); support set k is shared by ``contexts[k]`` contexts, each with its own next-token probabilities on it
+(Dirichlet). Contexts that share a support set are what the theory predicts to collapse; supports of different sizes
+and groups of different sizes give the centred support matrix distinct singular values.
+
+The contexts are embedded one-hot (H = I_m): the log-bilinear model ignores H and learns its own embeddings, and paper
+A's linear model on one-hot contexts is the model with free logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .._tensor import DEFAULT_DTYPE
+from .ntp import NTPData
+
+
+def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts: Sequence[int] | int = 6, *,
+                     seed: int = 0, disjoint: bool = True, dirichlet: float = 1.0, pi: str = "uniform",
+                     sets: Sequence[Sequence[int]] | None = None, dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
+    """NTP data whose contexts share K = len(sizes) planted support sets.
+
+    Parameters
+    ----------
+    V : vocabulary size
+    sizes : the support sizes |S^(k)| of the K sets
+    contexts : contexts per set (one number for all sets, or one per set)
+    seed : drives every random choice (the sets, the probabilities, π̂)
+    disjoint : draw the sets as disjoint blocks of a random permutation of the vocabulary (needs Σ sizes <= V), or
+        each independently (uniform subsets; sets may overlap or repeat)
+    dirichlet : concentration of each context's probabilities on its support
+    pi : "uniform" or "dirichlet" (Dirichlet(1) context probabilities)
+    sets : explicit support sets (token ids in 0..V-1); when given, ``sizes`` and ``disjoint`` are ignored
+
+    Context names are ``c<k>.<i>`` (set k, i-th context); tokens are ``t0 .. t{V-1}``.
+
+    Examples
+    --------
+    >>> data = planted_supports(V=8, sizes=(1, 2, 3), contexts=2, seed=0)
+    >>> data.m, data.V, data.support_sizes.tolist()
+    (6, 8, [1, 1, 2, 2, 3, 3])
+    >>> bool((data.support[0] == data.support[1]).all()), data.contexts[:3]
+    (True, ('c0.0', 'c0.1', 'c1.0'))
+    """
+    if sets is not None:
+        sets = [np.unique(np.asarray(t, dtype=np.int64)) for t in sets]
+        if any(t.size == 0 or t.min() < 0 or t.max() >= V for t in sets):
+            raise ValueError(f"every explicit support set must be a non-empty set of token ids in 0..{V - 1}")
+        sizes = [t.size for t in sets]
+    sizes = [int(s) for s in sizes]
+    counts = [int(contexts)] * len(sizes) if isinstance(contexts, int | np.integer) else [int(c) for c in contexts]
+    if not sizes or len(counts) != len(sizes):
+        raise ValueError(f"need one context count per support set: {len(sizes)} sizes, {len(counts)} counts")
+    if min(sizes) < 1 or max(sizes) > V or min(counts) < 1:
+        raise ValueError(f"support sizes must lie in 1..V={V} and context counts be >= 1; got sizes={sizes}, "
+                         f"contexts={counts}")
+    if sets is None and disjoint and sum(sizes) > V:
+        raise ValueError(f"disjoint support sets need sum(sizes) = {sum(sizes)} <= V = {V}")
+    if pi not in ("uniform", "dirichlet"):
+        raise ValueError(f"pi must be 'uniform' or 'dirichlet', got {pi!r}")
+    rng = np.random.default_rng(seed)
+    if sets is not None:
+        pass
+    elif disjoint:
+        perm = rng.permutation(V)
+        starts = np.cumsum([0, *sizes])
+        sets = [np.sort(perm[a:b]) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    else:
+        sets = [np.sort(rng.choice(V, size=s, replace=False)) for s in sizes]
+    group = np.repeat(np.arange(len(sizes)), counts)  # (m,)
+    m = len(group)
+    support = np.zeros((m, V), dtype=bool)
+    for k, tokens in enumerate(sets):  # K sets, not contexts
+        support[np.ix_(group == k, tokens)] = True
+    weights = np.where(support, rng.gamma(dirichlet, size=(m, V)), 0.0)
+    P = weights / weights.sum(1, keepdims=True)
+    pis = None if pi == "uniform" else rng.dirichlet(np.ones(m))
+    names = [f"c{k}.{i}" for k, c in enumerate(counts) for i in range(c)]
+    return NTPData.from_arrays(torch.eye(m, dtype=dtype), torch.as_tensor(P, dtype=dtype), pis, dtype=dtype,
+                               vocab=[f"t{v}" for v in range(V)], contexts=names, source="planted_supports")
