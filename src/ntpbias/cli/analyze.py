@@ -32,9 +32,10 @@ def _fmt(x) -> str:
               help="With --autoregressive: longest prefix used.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
-@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual"]), default="auto", show_default=True,
-              help="Backend of the NTP-SVM: Clarabel (small problems) or the matrix-free dual solver; auto picks "
-                   "by size.")
+@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
+              show_default=True,
+              help="Backend of the NTP-SVM: Clarabel (small problems), the matrix-free dual solver, or the workset "
+                   "method (float32 active-set search, float64 refinement); auto picks by size.")
 @click.option("--float32", "float32", is_flag=True,
               help="Run the dual solver in float32 (its certificate is still checked, and refined, in float64).")
 @click.option("--max-iter", type=click.IntRange(min=1), default=None,

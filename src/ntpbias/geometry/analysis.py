@@ -171,7 +171,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     """Compute H, F, W*, compatibility, separability and W^mm for ``data``.
 
     ``progress``: optional callable receiving a short description of each stage (for a status display).
-    ``solver``: the NTP-SVM backend (``"auto"``, ``"clarabel"``, ``"dual"``); ``separability_method``:
+    ``solver``: the NTP-SVM backend (``"auto"``, ``"clarabel"``, ``"dual"``, ``"workset"``); ``separability_method``:
     ``"auto"``, ``"lp"``, ``"dual"`` (:func:`~ntpbias.geometry.separability.ntp_separability`);
     ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"`` (:class:`~ntpbias.geometry.subspace.DataSubspace`).
     Small problems get the exact Gram eigendecomposition, the LP and Clarabel; large ones the matrix-free path,
@@ -213,10 +213,10 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
         say("NTP-SVM")
         cons = constraints(data)
         backend = MarginProgram(cons.ineq, cons.eq).choose_solver(solver)
-        if sep.svm is not None and backend == "dual":
-            svm = sep.svm  # the dual solver's W^mm already decided separability
+        if sep.svm is not None and backend in ("dual", "workset") and (backend == "dual" or sep.svm.certified):
+            svm = sep.svm  # the dual solver's (certified) W^mm already decided separability
         else:
-            svm = ntp_svm(data, backend, **(options if backend == "dual" else {}))
+            svm = ntp_svm(data, backend, **(options if backend in ("dual", "workset") else {}))
         seconds["svm"] = time.perf_counter() - t0
         if not svm.certified:
             notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.kkt.worst:.2e} > "

@@ -223,7 +223,7 @@ class _GroupForm:
         return Lam.index_add_(0, self.cell.reshape(-1), torch.where(self.valid, X, 0).reshape(-1))
 
     def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
-        return torch.where(self.valid, L.reshape(-1)[self.cell], 0)
+        return torch.where(self.valid, L.reshape(-1).index_select(0, self.cell.view(-1)).view(self.shape), 0)
 
     def grad(self, L: torch.Tensor) -> torch.Tensor:
         return self.grad_quad(L) + self.c
@@ -257,7 +257,7 @@ class _GroupForm:
         return torch.where(self.valid, X - X.sum(1, keepdim=True) / self.n_valid, 0)
 
     def duals(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y = -X.reshape(-1)[self.row_flat]
+        y = -X.reshape(-1).index_select(0, self.row_flat)
         return y[: self.ops.n_in], y[self.ops.n_in:]
 
     def from_duals(self, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:

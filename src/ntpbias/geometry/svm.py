@@ -13,10 +13,15 @@ returns an :class:`SVMResult` whose :class:`KKT` residuals are recomputed from (
 solver, so a result is only called certified when it can be checked.
 
 Backends: ``"clarabel"`` (cvxpy with the Clarabel interior-point solver named explicitly, the reference for
-small problems; the constraints are assembled as one sparse matrix) and ``"dual"`` (the matrix-free accelerated
+small problems; the constraints are assembled as one sparse matrix), ``"dual"`` (the matrix-free accelerated
 projected-gradient method of :mod:`ntpbias.geometry.dual` on (D): two matrix products per iteration, memory linear
-in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts).
-``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the dual beyond.
+in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
+``"workset"`` (:mod:`ntpbias.geometry.workset`: a working set of rows, an adaptive-step accelerated gradient in
+float32 to find the active face, then active-face refinement with float64 residuals; the same operators, devices
+and warm starts). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the
+dual method beyond; :func:`ntp_svm` (the NTP-SVM, where the workset method was measured 3-4x faster than the dual
+method: README, "Scale") picks the workset method beyond instead, so papers B and C keep the backend their results
+were produced with.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .constraints import LogitGaps, constraints
 from .dual import DIVERGENCE_TOL, solve_dual
 from .gram import gram_solve
 from .scaling import in_user_units, normalized, stable_norm
+from .workset import solve_workset
 
 #: A result is certified when every KKT residual is at most this.
 KKT_TOL = 1e-6
@@ -44,7 +50,7 @@ POLISH_MAX_ROWS = 1000
 #: (Clarabel's KKT factorization is dense in min(#variables, #constraints) here: docs/paper-a-linear-ntp.md#objects).
 AUTO_CLARABEL_MAX_NNZ = 300_000
 #: The backends of :meth:`MarginProgram.solve`.
-SOLVERS = ("auto", "clarabel", "dual")
+SOLVERS = ("auto", "clarabel", "dual", "workset")
 #: Where a dual-solver NTP-SVM solution of a dataset is kept (``data._cache``) to warm-start later dual solves.
 DUAL_CACHE_KEY = "ntp_svm_dual"
 
@@ -153,7 +159,8 @@ class MarginProgram:
         return self.n_rows * per_row
 
     def choose_solver(self, solver: str = "auto") -> str:
-        """The backend ``solver`` resolves to: ``"auto"`` -> Clarabel for small problems, the dual beyond."""
+        """The backend ``solver`` resolves to: ``"auto"`` -> Clarabel for small problems, the dual beyond (the
+        NTP-SVM's :func:`ntp_svm` picks the workset method beyond instead: module doc)."""
         if solver not in SOLVERS:
             raise SolverError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
         if solver == "auto":
@@ -178,6 +185,10 @@ class MarginProgram:
 
     def certificate(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> KKT:
         """KKT residuals of (P) at (W, λ, μ), computed in the dtype of W (use float64 to certify)."""
+        return self._certify(W, lam, mu)[0]
+
+    def _certify(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> tuple[KKT, float]:
+        """(:meth:`certificate`, the margin min_i A_in(W)_i) from one product W H^T."""
         g = self.ineq.apply(W)
         viol = _max0(torch.clamp(1 - g, min=0))
         if self.eq is not None:
@@ -194,7 +205,7 @@ class MarginProgram:
             complementary_slackness=_max0((lam * (g - 1)).abs()) / lam_max,
             stationarity=stable_norm(W - AtY) / max(wnorm, anorm, tiny),
             duality_gap=abs(primal - dual) / max(primal, abs(dual), tiny),
-        )
+        ), float(g.min())
 
     def solve(self, solver: str = "auto", *, tol: float = KKT_TOL, polish: bool = True, warm_start=None,
               dtype: torch.dtype | str | None = None, device=None, **options) -> SVMResult:
@@ -202,14 +213,15 @@ class MarginProgram:
 
         Parameters
         ----------
-        solver : "auto", "clarabel" or "dual" (module doc; :meth:`choose_solver`).
+        solver : "auto", "clarabel", "dual" or "workset" (module doc; :meth:`choose_solver`).
         tol : float, the KKT tolerance of the certificate.
-        polish : bool, refine on the active set (:meth:`polish`) unless already exact.
-        warm_start : SVMResult, DualSolution or (λ, μ); dual only (Clarabel has no warm start and ignores it).
-        dtype, device : working precision and device of the dual solver (the certificate is computed in the
-            program's own dtype, float64 by default).
+        polish : bool, refine on the active set (:meth:`polish`) unless already exact (workset: only a result its
+            own refinement left uncertified).
+        warm_start : SVMResult, DualSolution or (λ, μ); dual and workset (Clarabel has no warm start and ignores it).
+        dtype, device : working precision and device of the dual or workset solver (the certificate is computed in
+            the program's own dtype, float64 by default; workset iterates in float32 unless told float64).
         **options : passed to the backend (Clarabel: ``max_iter``, ``eps``; dual: see
-            :func:`~ntpbias.geometry.dual.solve_dual`).
+            :func:`~ntpbias.geometry.dual.solve_dual`; workset: :func:`~ntpbias.geometry.workset.solve_workset`).
 
         Raises
         ------
@@ -222,7 +234,8 @@ class MarginProgram:
             W, lam, mu, iters, status = _solve_clarabel(self, **options)
             details = {}
         else:
-            run = solve_dual(self, tol=tol, warm_start=warm_start, dtype=dtype, device=device, **options)
+            backend = solve_workset if name == "workset" else solve_dual
+            run = backend(self, tol=tol, warm_start=warm_start, dtype=dtype, device=device, **options)
             if run.diverged:
                 raise NotSeparableError(
                     "not separable: the dual of the max-margin program grows without bound (no W reaches a "
@@ -234,7 +247,9 @@ class MarginProgram:
             W = self._stack(lam, mu)
             status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
             details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
-                       "dual_seconds": run.seconds}
+                       "dual_seconds": run.seconds, **getattr(run, "details", {})}
+            if name == "workset":  # it ends with its own active-face refinement; polish only what that missed
+                polish = polish and not run.converged
         return self.finish(W, lam, mu, solver=name, start=start, iterations=iters, status=status, tol=tol,
                            polish=polish, details=details)
 
@@ -257,12 +272,12 @@ class MarginProgram:
         return result
 
     def _result(self, W, lam, mu, solver, start, iters, tol, details=None) -> SVMResult:
-        kkt = self.certificate(W, lam, mu)
+        kkt, margin = self._certify(W, lam, mu)
         return SVMResult(
             W=W, dual_ineq=lam, dual_eq=mu, kkt=kkt,
             status="optimal" if kkt.worst <= tol else "inaccurate", solver=solver,
             solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
-            margin=float(self.ineq.apply(W).min()), details=dict(details or {}),
+            margin=margin, details=dict(details or {}),
         )
 
     def polish(self, result: SVMResult, active_tol: float = 1e-6) -> SVMResult | None:
@@ -374,6 +389,7 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     "auto" or "clarabel", and ``options`` go to it).
 
     Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
+    ``solver="auto"`` takes Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` nonzeros and the workset method beyond.
     ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
     :meth:`MarginProgram.solve`; W^mm depends on the data only through H and the supports, so a solution for
     the same supports (or nearby H) is a good warm start. Without one, the dual solver starts from the solution
@@ -401,7 +417,9 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     if len(cons.ineq) == 0:
         raise NotSeparableError("every context has full support: no out-of-support token, so no max-margin direction")
     program = MarginProgram(cons.ineq, cons.eq)
-    if warm_start is None and program.choose_solver(solver) == "dual":
+    if solver == "auto":
+        solver = "clarabel" if program.nnz <= AUTO_CLARABEL_MAX_NNZ else "workset"
+    if warm_start is None and program.choose_solver(solver) in ("dual", "workset"):
         warm_start = data._cache.get(DUAL_CACHE_KEY)  # e.g. from the dual separability check (unit scale)
     elif warm_start is not None and scale != 1.0:  # the user's multipliers, at unit scale
         lam = getattr(warm_start, "dual_ineq", getattr(warm_start, "lam", None))
