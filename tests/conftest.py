@@ -17,7 +17,9 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 torch.set_num_threads(1)
-settings.register_profile("ntpbias", deadline=None, max_examples=25,
+# derandomized: every run (CI's included) draws the same examples, so a pass or failure is reproducible; explore other
+# examples with `pytest --hypothesis-seed=N -p no:cacheprovider` after setting derandomize=False here
+settings.register_profile("ntpbias", deadline=None, max_examples=25, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ntpbias")
 
