@@ -113,7 +113,9 @@ class Optimizer:
             g = grads[k]
             if c.name == "adam" and c.weight_decay:
                 g = g + c.weight_decay * p
-            st = self.state.setdefault(k, {"m": torch.zeros_like(p), "v": torch.zeros_like(p)})
+            if k not in self.state:
+                self.state[k] = {"m": torch.zeros_like(p), "v": torch.zeros_like(p)}
+            st = self.state[k]
             st["m"].mul_(b1).add_(g, alpha=1 - b1)  # moments updated in place: large models stay compute-bound
             st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
             denom = (st["v"] / (1 - b2 ** self.t)).sqrt_().add_(c.eps)
@@ -128,7 +130,8 @@ class Optimizer:
         c = self.config
         names = list(params)
         for k in names:
-            self.state.setdefault(k, {"m": torch.zeros_like(params[k]), "v": torch.zeros_like(params[k])})
+            if k not in self.state:  # (setdefault would allocate two zero tensors at every step)
+                self.state[k] = {"m": torch.zeros_like(params[k]), "v": torch.zeros_like(params[k])}
         ps = [params[k] for k in names]
         steps = [torch.full((), float(self.t - 1), dtype=torch.float32, device=p.device) for p in ps]  # the kernel adds 1
         _fused_adam()(ps, [grads[k] for k in names], [self.state[k]["m"] for k in names],
