@@ -149,14 +149,13 @@ def test_length_groups_partition_the_batch_optimally():
         groups = length_groups(extent, overhead=overhead, linear=linear)
         assert sorted(torch.cat(groups).tolist()) == list(range(len(extent)))
 
-        def cost(parts):
-            return sum(len(g) * w * (w + linear) + overhead for g in parts for w in [float(extent[g].max())])
-
+        widths = [float(extent[g].max()) for g in groups]
+        mine = sum(len(g) * w * (w + linear) + overhead for g, w in zip(groups, widths, strict=True))
         w = np.sort(extent.numpy())
         best = min(  # brute force over every cut of the sorted lengths into contiguous groups
             sum((b - a) * w[b - 1] * (w[b - 1] + linear) + overhead for a, b in itertools.pairwise((0, *cuts, len(w))))
             for r in range(len(w)) for cuts in itertools.combinations(range(1, len(w)), r))
-        assert cost(groups) == pytest.approx(best, rel=1e-12)
+        assert mine == pytest.approx(best, rel=1e-12)
 
 
 def test_gradient_choice_is_checked():

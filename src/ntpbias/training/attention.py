@@ -10,8 +10,8 @@ Two :class:`~ntpbias.training.loop.Problem` implementations:
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
   :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of §5 / App. D: AdamW, batch 128,
   step decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no
-  (n, T, d) tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each epoch visits a fresh permutation of the sequences, drawn
-  from the run's generator *without advancing it* (a per-epoch generator is seeded from the run generator's
+  (n, T, d) tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each
+  epoch visits a fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator is seeded from the run generator's
   state and the epoch number), so an interrupted run resumes with exactly the batches it would have seen.
 
 Runs (seeds) are batched on the leading dimension of every parameter as the engine expects; these models cannot
@@ -317,7 +317,7 @@ class ClassifierProblem:
         self._module = self._build(0)
         self.param_names = [k for k, _ in self._module.named_parameters()]
         self._fixed: dict[str, torch.Tensor] = {}
-        self._perm_key, self._perms = None, []
+        self._perm_key, self._perms, self._plans = None, [], []
         self._grad_E: torch.Tensor | None = None
         self.chunk_elements = 2 ** 26  # model (17)'s metrics: ~0.5 GB per float64 (m, W, d) tensor
         # fixed cost of one length group in the units of length_groups (each group's backward forms a dense
@@ -340,50 +340,75 @@ class ClassifierProblem:
         state = run_params | {k: v[b] for k, v in self._fixed.items()}
         return torch.func.functional_call(self._module, state, (X, mask))
 
-    def _cpu_batches(self, step: int, generators: list[torch.Generator]) -> list[torch.Tensor]:
+    def _epoch(self, step: int, generators: list[torch.Generator]) -> int:
+        """Make the plan of ``step``'s epoch current; returns the step's index within its epoch.
+
+        The plan, per run: the epoch's permutation (CPU), the order in which the sequences are visited (each batch's
+        sequences grouped by length, the whole order moved to the device once per epoch) and, per batch, its
+        groups as (start, stop, width) into that order, all decided on the CPU: a step needs no transfer and no sync.
+        """
         epoch, k = divmod(step, self.steps_per_epoch)
         key = (epoch, tuple(_generator_base(g) for g in generators))
         if self._perm_key != key:
             self._perms = [epoch_permutation(g, epoch, self.ds.n) for g in generators]
+            self._plans = [self._plan(perm) for perm in self._perms]
             self._perm_key = key
-        return [perm[k * self.batch_size:(k + 1) * self.batch_size] for perm in self._perms]
+        return k
+
+    def _plan(self, perm: torch.Tensor) -> tuple[torch.Tensor, list[list[tuple[int, int, int]]]]:
+        order, groups, at = [], [], 0
+        for start in range(0, self.ds.n, self.batch_size):  # loop over the epoch's batches, once per epoch
+            idx = perm[start:start + self.batch_size]
+            ext = self._extent[idx]
+            parts = (length_groups(ext, overhead=self.group_overhead)
+                     if self.gradient == "autograd" and self.group_lengths else [torch.arange(len(idx))])
+            batch = []
+            for pos in parts:
+                order.append(idx[pos])
+                batch.append((at, at + len(pos), int(ext[pos].max())))
+                at += len(pos)
+            groups.append(batch)
+        return torch.cat(order).to(self.device), groups
 
     def batch_indices(self, step: int, generators: list[torch.Generator]) -> list[torch.Tensor]:
         """Sequence indices of the minibatch at ``step`` for every run (cached per epoch)."""
-        return [idx.to(self.device) for idx in self._cpu_batches(step, generators)]
+        k = self._epoch(step, generators)
+        return [perm[k * self.batch_size:(k + 1) * self.batch_size].to(self.device) for perm in self._perms]
 
-    def _batch(self, idx: torch.Tensor):
-        """X, mask (m, W) and labels (m,) of the sequences ``idx`` (a CPU LongTensor), W their longest extent."""
-        width = int(self._extent[idx].max())  # all-padding columns dropped, decided on the CPU
-        idx = idx.to(self.device)
+    def _batch(self, idx: torch.Tensor, width: int):
+        """X, mask (m, width) and labels (m,) of the sequences ``idx`` (on the device)."""
         return self.ds.X[:, :width][idx], self.ds.mask[:, :width][idx], self.ds.y[idx].to(self.dtype)
+
+    def _groups(self, b: int, k: int):
+        """Run b's batch k as (X, mask, y) per length group (one group unless the autograd path groups lengths)."""
+        order, groups = self._plans[b]
+        return [self._batch(order[lo:hi], width) for lo, hi, width in groups[k]]
 
     def _v(self, params, b: int) -> torch.Tensor:
         return params["v"][b] if "v" in params else self._fixed["v"][b]
 
     def loss_and_grad(self, params, step, generators):
-        batches = self._cpu_batches(step, generators)
+        k = self._epoch(step, generators)
         if self.gradient == "closed_form":
-            return self._closed_form(params, batches)
-        losses, grads = [], {k: [] for k in params}
-        for b, idx in enumerate(batches):  # loop over runs (one module call each)
-            groups = (length_groups(self._extent[idx], overhead=self.group_overhead) if self.group_lengths
-                      else [torch.arange(len(idx))])
-            leaves = {k: v[b].detach().requires_grad_(True) for k, v in params.items()}
+            return self._closed_form(params, k)
+        losses, grads = [], {name: [] for name in params}
+        for b in range(len(self._plans)):  # loop over runs (one module call each)
+            leaves = {name: v[b].detach().requires_grad_(True) for name, v in params.items()}
+            parts = self._groups(b, k)
+            n = sum(len(y) for _, _, y in parts)
             total, acc = 0.0, None
-            for pos in groups:  # loop over the length groups of the batch: the loss is a sum over sequences
-                X, mask, y = self._batch(idx[pos])
+            for X, mask, y in parts:  # loop over the length groups of the batch: the loss is a sum over sequences
                 with torch.enable_grad():
-                    part = nn.functional.softplus(-y * self._call(leaves, b, X, mask)).sum() / len(idx)
+                    part = nn.functional.softplus(-y * self._call(leaves, b, X, mask)).sum() / n
                     gs = torch.autograd.grad(part, list(leaves.values()))
                 total = total + part.detach()
                 acc = list(gs) if acc is None else [a + g for a, g in zip(acc, gs, strict=True)]
             losses.append(total)
-            for k, g in zip(leaves, acc, strict=True):
-                grads[k].append(g)
-        return torch.stack(losses), {k: torch.stack(v) for k, v in grads.items()}
+            for name, g in zip(leaves, acc, strict=True):
+                grads[name].append(g)
+        return torch.stack(losses), {name: torch.stack(v) for name, v in grads.items()}
 
-    def _closed_form(self, params, batches):
+    def _closed_form(self, params, k: int):
         """Model (1): loss and gradients by :func:`one_layer_loss_and_grads`; ∇_E is written into a buffer that is
         reused at every step (the caller consumes the gradients before the next step)."""
         E = params["E"]
@@ -393,15 +418,15 @@ class ClassifierProblem:
         if "v" in params:
             grads["v"] = torch.empty_like(params["v"])
         losses = []
-        for b, idx in enumerate(batches):  # loop over runs: each has its own minibatch
-            X, mask, y = self._batch(idx)
+        for b in range(len(self._plans)):  # loop over runs: each has its own minibatch
+            (X, mask, y), = self._groups(b, k)
             loss, _, gp, gv = one_layer_loss_and_grads(E[b], params["p"][b], self._v(params, b), X, mask, y,
                                                        out_E=self._grad_E[b])
             losses.append(loss)
             grads["p"][b] = gp
             if "v" in grads:
                 grads["v"][b] = gv
-        return torch.stack(losses), {k: grads[k] for k in params}
+        return torch.stack(losses), {name: grads[name] for name in params}
 
     def outputs(self, params, b: int) -> torch.Tensor:
         """f(X) (n,) of run b on the whole dataset, in chunks of at most ``chunk`` length-sorted sequences, each padded
@@ -419,12 +444,13 @@ class ClassifierProblem:
                 width = int(self._extent[self._sorted[start + rows - 1]])  # the widest of a full chunk
                 rows = max(1, min(rows, self.chunk_elements // (width * max(width, self.d))))
             idx = self._sorted[start:start + rows]
-            X, mask, _ = self._batch(idx)
+            on_device = idx.to(self.device)
+            X, mask, _ = self._batch(on_device, int(self._extent[idx[-1]]))
             if scores is None:
                 out = self._call(run, b, X, mask)
             else:
                 out = readout_terms(scores[:, 0][X].masked_fill(~mask, -math.inf), scores[:, 1][X])[2]
-            f[idx.to(self.device)] = out
+            f[on_device] = out
             start += rows
         return f
 

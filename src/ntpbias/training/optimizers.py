@@ -133,7 +133,8 @@ class Optimizer:
             if k not in self.state:  # (setdefault would allocate two zero tensors at every step)
                 self.state[k] = {"m": torch.zeros_like(params[k]), "v": torch.zeros_like(params[k])}
         ps = [params[k] for k in names]
-        steps = [torch.full((), float(self.t - 1), dtype=torch.float32, device=p.device) for p in ps]  # the kernel adds 1
+        # the step counts: the kernel adds 1 before using them
+        steps = [torch.full((), float(self.t - 1), dtype=torch.float32, device=p.device) for p in ps]
         _fused_adam()(ps, [grads[k] for k in names], [self.state[k]["m"] for k in names],
                       [self.state[k]["v"] for k in names], [], steps, fused=True, amsgrad=False, beta1=c.betas[0],
                       beta2=c.betas[1], lr=lr, weight_decay=c.weight_decay, eps=c.eps, maximize=False,

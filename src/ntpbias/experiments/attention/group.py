@@ -25,8 +25,8 @@ from .config import FIG2, STAGE2_GD, STAGE2_LEMMA44, STAGE2_NGD, AttentionConfig
 from .runs import (
     StageTwoRun,
     correlations,
-    level_means,
     lemma41_sweep,
+    level_means,
     read_token_table,
     run_stage_two,
     theorem_gap_facts,
