@@ -8,11 +8,12 @@ Two :class:`~ntpbias.training.loop.Problem` implementations:
   :func:`~ntpbias.geometry.attention.loss_and_grad_p` (stable weight form, no autograd).
   :func:`train_stage_two` runs it.
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
-  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of §5 / App. D: AdamW, batch 128,
-  step decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no
-  (n, T, d) tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each
-  epoch visits a fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator is seeded from the run generator's
-  state and the epoch number), so an interrupted run resumes with exactly the batches it would have seen.
+  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of §5 / App. D: AdamW, batch 128, step
+  decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no (n, T, d)
+  tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each epoch visits a
+  fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator
+  is seeded from the run generator's state and the epoch number), so an interrupted run resumes with exactly the
+  batches it would have seen.
 
 Runs (seeds) are batched on the leading dimension of every parameter as the engine expects; these models cannot
 batch seeds in one tensor operation (each run has its own E¹, or its own module call), so the gradient is a loop

@@ -16,7 +16,8 @@ and 200; sequences capped at 512 tokens (BERT's length; the paper does not say, 
 that the two-layer model's T x T attention fits; float32. Model (1) at these settings takes tens of minutes on one CPU
 core (closed-form gradient, fused AdamW); model (17) is GPU work, and on a CPU ``--scale paper`` trains it at the
 documented reduced setting :data:`TWO_LAYER_CPU` (the report says so). Quick scale: 3000 reviews drawn with the data
-seed, purge below 30, a 64-token cap, d = 64, 10 epochs with the decay at epochs 4 and 8; a few seconds per model on one core.
+seed, purge below 30, a 64-token cap, d = 64, 10 epochs with the decay at epochs 4 and 8; a few seconds per model on
+one core.
 """
 
 from __future__ import annotations
@@ -83,10 +84,10 @@ def cpu_reduced(cfg: AttentionConfig) -> AttentionConfig:
 def reduced_note(cfg: AttentionConfig) -> str:
     r = TWO_LAYER_CPU
     return (f"Model (17) at paper scale on a CPU runs at a reduced setting: d = {r['d']}, {r['epochs']} epochs "
-            f"(learning rate x0.1 at epochs {r['decay_epochs'][0]} and {r['decay_epochs'][1]}: the paper's schedule compressed) "
-            f"instead of d = {cfg.model.d}, {cfg.train.epochs} epochs: about 3 s per step at d = 2048 on one core "
-            "(benchmarks/bench_attention.py), about 80 hours for the paper's setting. Every review and the 512-token "
-            "cap are kept. Run with --device cuda for the paper's setting.")
+            f"(learning rate x0.1 at epochs {r['decay_epochs'][0]} and {r['decay_epochs'][1]}: the paper's schedule "
+            f"compressed) instead of d = {cfg.model.d}, {cfg.train.epochs} epochs: about 3 s per step at d = 2048 on "
+            "one core (benchmarks/bench_attention.py), about 80 hours for the paper's setting. Every review and the "
+            "512-token ""cap are kept. Run with --device cuda for the paper's setting.")
 
 
 def scaled(cfg: AttentionConfig, scale: str) -> AttentionConfig:
