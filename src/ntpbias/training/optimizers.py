@@ -16,10 +16,12 @@ to a few tensor operations and lets the state be saved and restored exactly (``s
 A step-decay schedule multiplies η by ``lr_decay`` at each step in ``milestones``.
 
 ``Optimizer(config, fused=True)`` runs Adam/AdamW as torch's fused kernel (one pass over each parameter, its
-gradient and moments; torch >= 2.4, else the plain path), updating the parameters *in place*: a step over millions of
-parameters is then bound by memory traffic alone (paper B at d = 2048). It computes the same update, written as
+gradient and moments; where torch's functional Adam offers ``fused`` and ``decoupled_weight_decay``, as the pinned
+torch does, else the plain path), updating the parameters *in place*: a step over millions of parameters is then
+bound by memory traffic alone (paper B at d = 2048). It computes the same update, written as
 p ← p(1 - η λ) - η m̂ / (sqrt(v̂) + ε) for AdamW, so the iterates agree with the plain path to rounding
-(tests/unit/test_attention_training.py), and the state (``t``, moments) is the same, so checkpoints are interchangeable.
+(docs/paper-b-attention.md#algorithms), and the state (``t``, moments) is the same, so checkpoints are
+interchangeable.
 """
 
 from __future__ import annotations
