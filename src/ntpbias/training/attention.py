@@ -231,7 +231,7 @@ def length_groups(extent: torch.Tensor, *, overhead: float = 4096.0, linear: flo
     two-layer attention's cost (n_g W_g² for the T x T products, n_g W_g for the per-position work, a fixed cost per
     call), by dynamic programming over the cut points. Returns the groups' positions in the batch (LongTensors).
 
-    >>> [g.tolist() for g in length_groups(torch.tensor([3, 40, 2, 41]), overhead=10.0, linear=0.0)]
+    >>> [g.tolist() for g in length_groups(torch.tensor([3, 40, 2, 41]), overhead=100.0, linear=0.0)]
     [[2, 0], [1, 3]]
     """
     order = torch.argsort(extent, stable=True)
