@@ -357,6 +357,7 @@ class ClassifierProblem:
         return k
 
     def _plan(self, perm: torch.Tensor) -> tuple[torch.Tensor, list[list[tuple[int, int, int]]]]:
+        """(visiting order (n,) on the device, per batch its groups as (start, stop, width)) for one permutation."""
         order, groups, at = [], [], 0
         for start in range(0, self.ds.n, self.batch_size):  # loop over the epoch's batches, once per epoch
             idx = perm[start:start + self.batch_size]
