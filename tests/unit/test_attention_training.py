@@ -235,13 +235,14 @@ class _Interrupting:
         return self.problem.metrics(params)
 
 
-def test_resume_after_an_interrupt_mid_epoch_equals_the_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("fused", [False, True])
+def test_resume_after_an_interrupt_mid_epoch_equals_the_uninterrupted_run(tmp_path, fused):
     ds = _small_k_level(n=50)
     spe = math.ceil(50 / 16)
     cfg = TrainConfig(steps=5 * spe, log_points=6, log_every=spe)
 
     def trainer(problem, where):
-        opt = Optimizer(classifier_optimizer(ADAMW, steps_per_epoch=spe, decay_epochs=(2,)))
+        opt = Optimizer(classifier_optimizer(ADAMW, steps_per_epoch=spe, decay_epochs=(2,)), fused=fused)
         return Trainer(problem, opt, cfg, seeds=[0, 1], checkpoint_dir=where)
 
     full = trainer(ClassifierProblem(ds, d=6, batch_size=16), tmp_path / "full").run()

@@ -88,6 +88,61 @@ def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return nn.functional.softplus(-y * f).mean()
 
 
+def one_layer_loss_and_grads(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X: torch.Tensor,
+                             mask: torch.Tensor | None, y: torch.Tensor, *, out_E: torch.Tensor | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Loss (2) of model (1) on a batch and its gradients w.r.t. E, p and v in closed form (Lemma A.1 of paper B,
+    docs/paper-b-attention.md#objects), in O(n T + |S| d) work: no (n, T, d) tensor is formed.
+
+    With the token scores z = E p, u = E v (|S|,), the attention q = softmax(z_X) over the real positions, the
+    stable weights q_i c_i = ∂f/∂a_i of :func:`readout_terms` and g_k = ∂L/∂f_k = -y_k σ(-y_k f_k) / n, the two
+    per-token coefficient vectors are α_s = Σ_{x_{k,i} = s} g_k q_{k,i} c_{k,i} and β_s = Σ_{x_{k,i} = s} g_k q_{k,i}
+    (|S|,), and
+
+        ∇_E L = α p^T + β v^T,    ∇_p L = E^T α,    ∇_v L = E^T β.
+
+    Parameters
+    ----------
+    E : (|S|, d).  p, v : (d,).  X : LongTensor (n, T).  mask : BoolTensor (n, T) or None (all real).
+    y : (n,) labels ±1 in E's dtype.
+    out_E : (|S|, d), optional
+        Where to write ∇_E L (saves allocating |S| x d floats per step; returned as the second value).
+
+    Returns
+    -------
+    (loss (), grad_E (|S|, d), grad_p (d,), grad_v (d,))
+
+    Examples
+    --------
+    >>> E, p, v = theory_init(5, 4, seed=0)
+    >>> X = torch.tensor([[0, 1, 2], [3, 4, 0]]); mask = torch.tensor([[True, True, True], [True, True, False]])
+    >>> y = torch.tensor([1.0, -1.0], dtype=E.dtype)
+    >>> model = OneLayerAttention(5, 4, seed=0, train_v=True)
+    >>> ref = logistic_loss(model(X, mask), y)
+    >>> loss, gE, gp, gv = one_layer_loss_and_grads(E, p, v, X, mask, y)
+    >>> auto = torch.autograd.grad(ref, [model.E, model.p, model.v])
+    >>> bool(torch.allclose(loss, ref)), all(torch.allclose(a, b) for a, b in zip((gE, gp, gv), auto))
+    (True, True)
+    """
+    PV = torch.stack((p, v))  # (2, d)
+    zu = PV @ E.T  # (2, |S|): z = E p, u = E v (a short-and-wide product: one streaming pass over E)
+    a, u = zu[0][X], zu[1][X]  # (n, T)
+    if mask is not None:
+        a = a.masked_fill(~mask, -math.inf)
+    q, centered, f = readout_terms(a, u)
+    margin = y * f
+    loss = nn.functional.softplus(-margin).mean()
+    g = (-y * torch.sigmoid(-margin) / X.shape[0])[:, None]  # (n, 1) ∂L/∂f
+    gq = g * q  # (n, T) ∂L/∂u at each position (0 at padding)
+    coef = torch.stack((gq * centered, gq), dim=-1)  # (n, T, 2) ∂L/∂a, ∂L/∂u
+    ab = torch.zeros(E.shape[0], 2, dtype=E.dtype, device=E.device).index_add_(0, X.reshape(-1), coef.reshape(-1, 2))
+    alpha, beta = ab[:, 0], ab[:, 1]  # (|S|,) each
+    grad_E = torch.mul(alpha[:, None], p, out=out_E) if out_E is not None else alpha[:, None] * p
+    grad_E.addr_(beta, v)  # α p^T + β v^T, two streaming passes
+    grad_pv = ab.T @ E  # (2, d): E^T α, E^T β
+    return loss, grad_E, grad_pv[0], grad_pv[1]
+
+
 class _ClsAttention(nn.Module, abc.ABC):
     """Shared parameters (E, p, v), initialisation and readout of the cls-attention models."""
 

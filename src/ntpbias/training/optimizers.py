@@ -25,10 +25,19 @@ to a few tensor operations and lets the state be saved and restored exactly (``s
 The step at step t (0-based) is η_t = η (t + 1)^(-lr_power), multiplied by ``lr_decay`` at each step in
 ``milestones``: ``lr_power`` = 0 is a constant step, and the max-margin theorems for normalized steepest descent,
 sign descent, Muon and Adam assume η_t = Θ(t^-a) with 0 < a <= 1.
+
+``Optimizer(config, fused=True)`` runs Adam/AdamW as torch's fused kernel (one pass over each parameter, its
+gradient and moments; where torch's functional Adam offers ``fused`` and ``decoupled_weight_decay``, as the pinned
+torch does, else the plain path), updating the parameters *in place*: a step over millions of parameters is then
+bound by memory traffic alone (paper B at d = 2048). It computes the same update, written as
+p ← p(1 - η λ) - η m̂ / (sqrt(v̂) + ε) for AdamW, so the iterates agree with the plain path to rounding
+(docs/paper-b-attention.md#algorithms), and the state (``t``, moments) is the same, so checkpoints are
+interchangeable.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -89,9 +98,10 @@ class Optimizer:
     [[-0.06, -0.08, 0.0], [0.0, 0.0, 0.0]]
     """
 
-    def __init__(self, config: OptimizerConfig, *, loss_floor: torch.Tensor | float = 0.0):
+    def __init__(self, config: OptimizerConfig, *, loss_floor: torch.Tensor | float = 0.0, fused: bool = False):
         self.config = config
         self.loss_floor = loss_floor
+        self.fused = fused and config.name in ("adam", "adamw") and _fused_adam() is not None
         self.t = 0
         self.state: dict[str, dict[str, torch.Tensor]] = {}
 
@@ -133,7 +143,9 @@ class Optimizer:
             grads = {k: torch.where(_expand(ok, g), g, torch.zeros_like(g)) for k, g in grads.items()}
             if c.name == "muon":
                 for k, g in grads.items():
-                    st = self.state.setdefault(k, {"m": torch.zeros_like(g)})
+                    if k not in self.state:
+                        self.state[k] = {"m": torch.zeros_like(g)}
+                    st = self.state[k]
                     st["m"].copy_(torch.where(_expand(ok, g), st["m"] * c.momentum + (1 - c.momentum) * g, st["m"]))
                 grads = {k: torch.where(_expand(ok, g), self.state[k]["m"], g) for k, g in grads.items()}
             step = self.direction(grads)  # a zero gradient gives a zero direction
@@ -142,17 +154,23 @@ class Optimizer:
             out = {}
             for k, p in params.items():
                 g = grads[k]
-                st = self.state.setdefault(k, {"sum": torch.zeros_like(p)})
+                if k not in self.state:
+                    self.state[k] = {"sum": torch.zeros_like(p)}
+                st = self.state[k]
                 st["sum"].addcmul_(g, g)
                 out[k] = p.addcdiv(g, st["sum"].sqrt().add_(c.eps), value=-lr)
             return out
         b1, b2 = c.betas
+        if self.fused:
+            return self._fused_step(params, grads, lr)
         out = {}
         for k, p in params.items():
             g = grads[k]
             if c.name == "adam" and c.weight_decay:
                 g = g + c.weight_decay * p
-            st = self.state.setdefault(k, {"m": torch.zeros_like(p), "v": torch.zeros_like(p)})
+            if k not in self.state:
+                self.state[k] = {"m": torch.zeros_like(p), "v": torch.zeros_like(p)}
+            st = self.state[k]
             st["m"].mul_(b1).add_(g, alpha=1 - b1)  # moments updated in place: large models stay compute-bound
             st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
             denom = (st["v"] / (1 - b2 ** self.t)).sqrt_().add_(c.eps)
@@ -162,6 +180,22 @@ class Optimizer:
             out[k] = new
         return out
 
+    def _fused_step(self, params, grads, lr: float) -> dict[str, torch.Tensor]:
+        """Adam/AdamW in place by torch's fused kernel (the moments are this optimizer's own state tensors)."""
+        c = self.config
+        names = list(params)
+        for k in names:
+            if k not in self.state:  # (setdefault would allocate two zero tensors at every step)
+                self.state[k] = {"m": torch.zeros_like(params[k]), "v": torch.zeros_like(params[k])}
+        ps = [params[k] for k in names]
+        # the step counts: the kernel adds 1 before using them
+        steps = [torch.full((), float(self.t - 1), dtype=torch.float32, device=p.device) for p in ps]
+        _fused_adam()(ps, [grads[k] for k in names], [self.state[k]["m"] for k in names],
+                      [self.state[k]["v"] for k in names], [], steps, fused=True, amsgrad=False, beta1=c.betas[0],
+                      beta2=c.betas[1], lr=lr, weight_decay=c.weight_decay, eps=c.eps, maximize=False,
+                      decoupled_weight_decay=c.name == "adamw")
+        return params
+
     def state_dict(self) -> dict:
         """A copy of the step count and moments (the moments are updated in place, so they are cloned)."""
         return {"t": self.t, "state": {k: {n: t.clone() for n, t in v.items()} for k, v in self.state.items()}}
@@ -169,3 +203,16 @@ class Optimizer:
     def load_state_dict(self, sd: dict) -> None:
         self.t = int(sd["t"])
         self.state = {k: {n: t.clone() for n, t in v.items()} for k, v in sd["state"].items()}
+
+
+@functools.cache
+def _fused_adam():
+    """torch's functional Adam with ``fused`` and ``decoupled_weight_decay`` (torch >= 2.4 on the CPU), or None."""
+    import inspect
+
+    try:
+        from torch.optim.adam import adam
+    except ImportError:  # pragma: no cover - very old torch
+        return None
+    params = inspect.signature(adam).parameters
+    return adam if "fused" in params and "decoupled_weight_decay" in params else None

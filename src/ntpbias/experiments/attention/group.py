@@ -26,6 +26,7 @@ from .runs import (
     StageTwoRun,
     correlations,
     lemma41_sweep,
+    level_means,
     read_token_table,
     run_stage_two,
     theorem_gap_facts,
@@ -45,6 +46,42 @@ def classifier_section(out, fig_id: str, title: str, runs: list[tuple[str, str, 
         saved = read_token_table(path)
         panels.append((label, saved, correlations(saved)[int(saved["seed"].min())]))
     return FigureSpec(fig_id, title, caption, "attention.embeddings", {"panels": panels, "color_by": color_by})
+
+
+def fig2_pattern_rows(run: str, table: dict[str, np.ndarray], setting: str) -> list[tuple]:
+    """Fig. 2's statements (Sec. 5 of paper B) beside one run's values (first seed), each with a verdict: the
+    correlations against the report's calibrated pattern levels (SYNTHETIC_THRESHOLDS), the orderings exactly."""
+    seed = int(table["seed"].min())
+    corr = correlations(table)[seed]
+    keys, mean_v, mean_p = level_means(table, seed)
+    ordered_v = bool(np.all(np.diff(mean_v[keys != 0]) > 0))
+    by_level = np.array([mean_p[np.abs(keys) == k].mean() for k in range(int(np.abs(keys).max()) + 1)])
+    ordered_p = bool(np.all(np.diff(by_level) > 0))
+    m = table["seed"] == seed
+    irrelevant = table["level"][m] == 0
+    abs_v = np.abs(table["e_dot_v"][m])
+    level = SYNTHETIC_THRESHOLDS
+
+    def verdict(ok: bool, what: str) -> str:
+        return (f"agrees ({what})" if ok else f"differs ({what} fails)") + f"; {setting}"
+
+    label = f"{run} ({'v trained, the paper' if 'fixed' not in run else 'v fixed, the theory'})"
+    ratio = float(np.median(abs_v[irrelevant]) / np.median(abs_v[~irrelevant]))
+    return [
+        (f"{label}: <E_s, v> increases with PD(s), the polarities separated", "yes (right panel)",
+         f"Pearson {corr['pearson_v_pd']:.3f}, Spearman {corr['spearman_v_pd']:.3f}; level means "
+         f"{'ordered' if ordered_v else 'not ordered'}",
+         verdict(corr["pearson_v_pd"] >= level["pearson_v_pd"] and ordered_v,
+                 f"Pearson >= {level['pearson_v_pd']:g} and the 2K signed level means increasing")),
+        (f"{label}: <E_s, p> increases with |PD(s)|, higher for more important levels", "yes (left panel)",
+         f"Pearson {corr['pearson_p_abs_pd']:.3f}, Spearman {corr['spearman_p_abs_pd']:.3f}; level means "
+         f"{'ordered' if ordered_p else 'not ordered'}",
+         verdict(corr["pearson_p_abs_pd"] >= level["pearson_p_abs_pd"] and ordered_p,
+                 f"Pearson >= {level['pearson_p_abs_pd']:g} and the means of levels 0..K increasing")),
+        (f"{label}: the irrelevant tokens form a cloud around zero", "yes (caption)",
+         f"median |<E_s, v>|: irrelevant / relevant = {ratio:.3f}",
+         verdict(ratio < 0.5, "the irrelevant median below half the relevant one")),
+    ]
 
 
 def selection_table(r: StageTwoRun, run: str) -> Table:
@@ -263,12 +300,16 @@ def run_group(ctx: RunContext) -> RunResult:
                     "setting) and with v fixed at a random unit vector (bottom row, the theory's setting); colour: "
                     "importance level k (grey: irrelevant tokens S~). Per-token values: tokens-<run>.csv."))
         why = "the paper's setting" if ctx.scale == "paper" else f"{ctx.scale} scale (minutes on a CPU)"
-        header = ("quantity", "paper B", "ntpbias", "why they differ")
-        section.tables.append(Table("Paper vs ntpbias (Fig. 2)", header, (
-            ("embedding dimension d", FIG2.model.d, base.model.d, why),
-            ("epochs", FIG2.train.epochs, base.train.epochs, why),
-            ("AdamW learning rate", FIG2.optimizer.lr, base.optimizer.lr, why + ": fewer epochs, larger steps"),
-            ("trained parameters", "all (E, p, v)", "all (E, p, v); v fixed in the theory variant", "as the paper"))))
+        same = "agrees" if ctx.scale == "paper" else "differs"
+        header = ("quantity", "paper B", "ntpbias", "verdict and why")
+        rows = [("embedding dimension d", FIG2.model.d, base.model.d, f"{same}: {why}"),
+                ("epochs", FIG2.train.epochs, base.train.epochs, f"{same}: {why}"),
+                ("AdamW learning rate", FIG2.optimizer.lr, base.optimizer.lr,
+                 f"{same}: {why}" + ("" if ctx.scale == "paper" else ": fewer epochs, larger steps")),
+                ("trained parameters", "all (E, p, v)", "all (E, p, v); v fixed in the theory variant", "agrees")]
+        for run, _, _, table in panels:
+            rows += fig2_pattern_rows(run, table, why)
+        section.tables.append(Table("Paper vs ntpbias (Fig. 2)", header, tuple(rows)))
         section.plots.append(FigureSpec("attention-fig2-training", "Figure 2: training", "Loss and accuracy on the "
                                         "training data and the two correlations of the figure, per epoch, with v "
                                         "trained and with v fixed.", "attention.training",

@@ -45,7 +45,7 @@ def train_classifier(cfg: AttentionConfig, data: TokenData, ctx: RunContext, run
                                 dtype=DTYPES[cfg.dtype], device=device)
     spe = problem.steps_per_epoch
     optimizer = Optimizer(classifier_optimizer(cfg.optimizer, steps_per_epoch=spe,
-                                               decay_epochs=cfg.train.decay_epochs))
+                                               decay_epochs=cfg.train.decay_epochs), fused=True)
     epochs = cfg.train.epochs
     train = TrainConfig(steps=cfg.train.steps or epochs * spe, log_points=cfg.train.log_points,
                         log_every=cfg.train.log_every or spe * max(1, epochs // 10),
