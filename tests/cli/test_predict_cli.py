@@ -14,8 +14,8 @@ from ntpbias.data.structure import (
     NON_OPTIMAL,
     OPTIMAL,
     analyze_structure,
-    theorem3_premise,
 )
+from ntpbias.data.unseen import theorem3_premise
 
 
 def _predict(cli, *inputs):

@@ -23,8 +23,8 @@ from ntpbias.data.structure import (
     analyze_structure,
     orthonormality_residual,
     regenerate_labels,
-    regenerate_sentences,
 )
+from ntpbias.data.unseen import regenerate_sentences
 from ntpbias.errors import ConfigError, DataError
 
 S, V_, O, P = range(4)

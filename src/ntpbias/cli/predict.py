@@ -48,7 +48,8 @@ def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
     """
     import torch
 
-    from ..data.structure import analyze_structure, regenerate_labels, theorem3_premise
+    from ..data.structure import analyze_structure, regenerate_labels
+    from ..data.unseen import theorem3_premise
     from ..errors import DataError
     from ..models.transformer import token_embeddings
     from ..training.loop import TrainConfig
