@@ -30,6 +30,7 @@ import torch
 
 from .dual import DIVERGENCE_TOL, _drift, _form, _gordan_ratio, _residuals
 from .gram import ConstraintOps
+from .lowp import Increments, increments_dtype
 
 #: Factor applied to the step constant L after an accepted step (a rejected one doubles it).
 STEP_DECAY = 0.9
@@ -41,6 +42,8 @@ STALL_BELOW = 1e-2
 #: A rejected step with ||ΔW|| below this multiple of the working precision's rounding of ||W|| is accepted
 #: (the test cannot resolve it; rejecting would only grow L without cause).
 ROUNDING_SLACK = 64.0
+#: Unit roundoff of the low-precision increments (bfloat16: 2^-8), for the same test on an increment.
+LOWP_EPS = 2.0 ** -8
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,10 +85,12 @@ class APGRun:
     step_constant: float
     gordan: float
     history: tuple[tuple[int, float], ...] = ()
+    products_lowp: int = 0
 
 
 def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None, mu0: torch.Tensor | None = None,
-        form: str = "auto", check_every: int = 5, patience: int = 8, verify=None) -> APGRun:
+        form: str = "auto", check_every: int = 5, patience: int = 8, verify=None,
+        increments: str | None = None) -> APGRun:
     """Minimize -(D) of ``program`` (on its own device and dtype) by accelerated projected gradient with an
     adaptive step (module doc).
 
@@ -108,6 +113,10 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
         Decides whether candidate Gordan multipliers prove infeasibility (default: the dual method's rounding-safe
         test in the working precision, which float32 cannot pass; :mod:`ntpbias.geometry.workset` checks in
         float64 on the full program instead).
+    increments : "auto", "bfloat16", "none" or None
+        Between residual checks, compute the two products as a working-precision anchor plus a bfloat16 increment
+        (:mod:`ntpbias.geometry.lowp`; "auto": where bfloat16 is fast). Every check re-anchors, so the residuals
+        the run stops on are exact in the working precision.
 
     Examples
     --------
@@ -134,7 +143,11 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     X = P.zeros() if lam0 is None else project(P.from_duals(lam0.to(device=device, dtype=dtype),
                                                               mu0.to(device=device, dtype=dtype)))
     W, L = ops.primal(P.scatter(X))
-    products = 2
+    products, lowp_products = 2, 0
+    low_dtype = increments_dtype(increments, device, dtype, left=ops.left)
+    inc = Increments(ops.H, low_dtype) if low_dtype is not None else None
+    if inc is not None:
+        inc.anchor(X, W, L)
     Z, Wz, Lz = X, W, L
     t, lip = 1.0, STEP_START
     best = (math.inf, X)
@@ -174,18 +187,31 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                 products += 2
                 break
         grad = P.grad(Lz)
+        exact = inc is None or (it + 1) % check_every == 0 or it + 1 >= max_iter  # the next check's point
         while True:  # backtracking on the exact quadratic model
             Xn = project(Z - (D / lip) * grad)
-            Wn = _primal_w(ops, P.scatter(Xn))
-            products += 1
+            if exact:
+                Wn = _primal_w(ops, P.scatter(Xn))
+                products += 1
+                floor = ROUNDING_SLACK * eps * float(torch.linalg.vector_norm(Wn))
+            else:
+                Wn = inc.primal_w(P.scatter, Xn)
+                lowp_products += 1
+                floor = ROUNDING_SLACK * LOWP_EPS * float(torch.linalg.vector_norm(Wn - inc.Wa))
             dX = Xn - Z
             lhs = float(((Wn - Wz) ** 2).sum())
             rhs = lip * float((dX * dX / D).sum())
-            if lhs <= rhs or lhs <= (ROUNDING_SLACK * eps) ** 2 * float((Wn * Wn).sum()) or lip > 1e12:
+            if lhs <= rhs or lhs <= floor ** 2 or lip > 1e12:
                 break
             lip *= 2.0
-        Ln = _logits(ops, Wn)
-        products += 1
+        if exact:
+            Ln = _logits(ops, Wn)
+            products += 1
+            if inc is not None:
+                inc.anchor(Xn, Wn, Ln)
+        else:
+            Ln = inc.logits(Wn)
+            lowp_products += 1
         restart = float(((Z - Xn) * (Xn - X)).sum()) > 0
         tn = 1.0 if restart else (1 + math.sqrt(1 + 4 * t * t)) / 2
         beta = 0.0 if restart else (t - 1) / tn
@@ -203,7 +229,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     return APGRun(lam=lam, mu=mu, iterations=it, products=products, converged=outcome["converged"],
                   stalled=outcome["stalled"], diverged=outcome["diverged"] is not None, nonfinite=False,
                   residual=history[-1][1] if history else math.inf, form=P.name, step_constant=lip,
-                  gordan=gordan, history=tuple(history))
+                  gordan=gordan, history=tuple(history), products_lowp=lowp_products)
 
 
 class _Projection:

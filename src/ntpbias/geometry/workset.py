@@ -39,6 +39,7 @@ from ..errors import SolverError
 from .apg import APGRun, apg
 from .dual import DIVERGENCE_TOL, _warm_duals
 from .gram import ConstraintOps, gram_solve
+from .lowp import CHOICES as LOWP_CHOICES
 
 #: Programs with at most this many inequality rows are solved on all of them (no working set).
 ALL_ROWS_MAX = 4_000_000
@@ -92,7 +93,7 @@ class WorksetSolution:
 
 def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITER, warm_start=None,
                   dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
-                  working_set: str = "auto", check_every: int = 5) -> WorksetSolution:
+                  working_set: str = "auto", check_every: int = 5, increments: str = "auto") -> WorksetSolution:
     """Solve the max-margin ``program`` by the working-set active-face method (module doc).
 
     Parameters
@@ -115,6 +116,10 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
         "all" solves on every row from the start; "auto" restricts beyond :data:`ALL_ROWS_MAX` rows.
     check_every : int
         Accelerated steps between residual checks.
+    increments : "auto", "bfloat16" or "none"
+        Between residual checks the accelerated gradient computes its products as a working-precision anchor plus a
+        bfloat16 increment (:mod:`ntpbias.geometry.lowp`); "auto" does so for float32 work where bfloat16
+        products are measured fast (CPUs with native bfloat16, GPUs).
 
     Examples
     --------
@@ -130,6 +135,8 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
     start = time.perf_counter()
     if working_set not in ("auto", "all"):
         raise SolverError(f"unknown working_set {working_set!r}; choose auto or all")
+    if increments not in LOWP_CHOICES:
+        raise SolverError(f"unknown increments {increments!r}; choose one of {', '.join(LOWP_CHOICES)}")
     if isinstance(dtype, str):
         dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype, dtype)
     work_dtype = dtype or torch.float32
@@ -141,7 +148,8 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
     n_in = len(program.ineq)
     n_eq = 0 if program.eq is None else len(program.eq)
     stats = {"working_set": [], "rounds": 0, "apg_iterations": 0, "pcg_iterations": 0, "refine_rounds": 0,
-             "products": 0, "products_float64": 0, "handover_residual": math.nan}
+             "products": 0, "products_float64": 0, "products_lowp": 0, "handover_residual": math.nan,
+             "increments": increments}
     try:
         work = program.to(device=work_device, dtype=work_dtype)
         lam = torch.zeros(n_in, dtype=work_dtype, device=work_device) if lam0 is None else \
@@ -208,6 +216,7 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
     below 1 - (the round's tolerance)."""
     ineq = work.ineq
     n_in = len(ineq)
+    increments = stats["increments"] if ineq.H.dtype == torch.float32 else "none"  # bfloat16 would overflow too
     if working_set == "all" or n_in <= ALL_ROWS_MAX:
         ws = torch.ones(n_in, dtype=torch.bool, device=lam.device)
     else:
@@ -223,9 +232,10 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
         left = max(1, max_iter - stats["apg_iterations"])
         gordan.rows = ws
         run = apg(sub, tol=round_tol, max_iter=left, lam0=lam[ws], mu0=mu, form=form, check_every=check_every,
-                  verify=gordan)
+                  verify=gordan, increments=increments)
         stats["apg_iterations"] += run.iterations
         stats["products"] += run.products
+        stats["products_lowp"] += run.products_lowp
         stats["handover_residual"] = run.residual
         if run.nonfinite:
             return run
