@@ -21,7 +21,8 @@ load average before and after), iterations (accelerated-gradient + conjugate-gra
 and the active face (rows with positive multiplier), the worst KKT residual recomputed in float64 on the full
 problem (every row), the ratio, and the fraction of this machine's matrix-product throughput the solve achieved
 (its matrix products, each one (V, m) x (m, d) or (V, d) x (d, m) product, timed at the rates measured in the same
-run for float32 and float64, over the solve's wall time). The script never fails on time.
+run for float32, float64 and bfloat16 (the workset method's low-precision increments), over the solve's wall time;
+face-restricted products count as dense ones). The script never fails on time.
 
 Run: python benchmarks/bench_svm.py [--sizes small,medium,large,onehot-a,onehot-b,onehot-c] [--huge]
      [--cap 120] [--no-clarabel] [--no-liblinear] [--analyze] [--json out.json]
@@ -96,9 +97,11 @@ def product_fraction(res, V: int, d: int, m: int, device: str) -> str:
         f64 = det.get("products_float64", 0) + (det.get("products", 0) - f32)
     else:
         f32, f64 = 0, 2 * (res.iterations or 0)
+    f16 = det.get("products_lowp", 0) if res.solver == "workset" else 0
     rate32 = matmul_rate(V, d, m, device, torch.float32) if f32 else 1.0
     rate64 = matmul_rate(V, d, m, device, torch.float64) if f64 else 1.0
-    ideal = f32 * flops / rate32 + f64 * flops / rate64
+    rate16 = matmul_rate(V, d, m, device, torch.bfloat16) if f16 else 1.0
+    ideal = f32 * flops / rate32 + f64 * flops / rate64 + f16 * flops / rate16
     return f"{ideal / res.solve_seconds:.0%}"
 
 

@@ -42,6 +42,12 @@ STALL_BELOW = 1e-2
 #: A rejected step with ||ΔW|| below this multiple of the working precision's rounding of ||W|| is accepted
 #: (the test cannot resolve it; rejecting would only grow L without cause).
 ROUNDING_SLACK = 64.0
+#: Without a warm start, start from the first projected-gradient direction at its exact line-search length
+#: (the quadratic model makes it one product pair) instead of from zero.
+START_SCALED = True
+#: With low-precision increments, every this many residual checks is an anchor (both products in the working
+#: precision); the checks between see the increments' rounding, a few percent of the residual.
+ANCHOR_CHECKS = 1
 #: Unit roundoff of the low-precision increments (bfloat16: 2^-8), for the same test on an increment.
 LOWP_EPS = 2.0 ** -8
 
@@ -144,6 +150,15 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                                                               mu0.to(device=device, dtype=dtype)))
     W, L = ops.primal(P.scatter(X))
     products, lowp_products = 2, 0
+    if START_SCALED and not bool((X != 0).any()):  # from zero: the first projected-gradient direction, scaled
+        X1 = project(-D * P.grad(L))
+        W1, L1 = ops.primal(P.scatter(X1))
+        products += 2
+        w2, lin = float((W1 * W1).sum()), float((P.grad(L) * X1).sum())
+        if w2 > 0 and lin < 0 and math.isfinite(w2):  # -(D)(t X1) = t² w2 / 2 + t lin, a cone point for t >= 0
+            t1 = -lin / w2
+            X, W, L = t1 * X1, t1 * W1, t1 * L1
+            project.tau = None
     low_dtype = increments_dtype(increments, device, dtype, left=ops.left)
     inc = Increments(ops.H, low_dtype) if low_dtype is not None else None
     if inc is not None:
@@ -187,7 +202,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                 products += 2
                 break
         grad = P.grad(Lz)
-        exact = inc is None or (it + 1) % check_every == 0 or it + 1 >= max_iter  # the next check's point
+        exact = inc is None or (it + 1) % (ANCHOR_CHECKS * check_every) == 0 or it + 1 >= max_iter
         while True:  # backtracking on the exact quadratic model
             Xn = project(Z - (D / lip) * grad)
             if exact:
@@ -222,7 +237,11 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
         lip *= STEP_DECAY
         it += 1
     lam, mu = P.duals(X) if outcome["diverged"] is None else outcome["diverged"]
-    gordan = _gordan_ratio(ops, P, lam, mu) / row_norm
+    if outcome["diverged"] is not None:  # recomputed from the multipliers, with its rounding bound
+        gordan = _gordan_ratio(ops, P, lam, mu) / row_norm
+    else:  # informative only (W is W(X), up to the increments' rounding between anchors)
+        total = float(lam.sum())
+        gordan = float(torch.linalg.vector_norm(W)) / total / row_norm if total > 0 else math.inf
     if outcome["diverged"] is not None:
         total = lam.sum()
         lam, mu = lam / total, mu / total

@@ -118,8 +118,8 @@ def gram_preconditioner(A: LogitGaps):
 
 
 def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = None, rtol: float = 1e-12,
-               max_iter: int | None = None, precond=None,
-               check_every: int = 5) -> tuple[torch.Tensor, torch.Tensor, int]:
+               max_iter: int | None = None, precond=None, check_every: int = 5,
+               op=None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Solve (A A^T) ν = rhs by preconditioned conjugate gradients, matrix-free and batched.
 
     Each iteration is one ``A.adjoint`` and one ``A.apply`` (two matrix products). A singular but consistent
@@ -134,6 +134,8 @@ def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = Non
     rtol : float, stop when ||rhs - A A^T ν|| <= rtol ||rhs|| for every batch element.
     max_iter : int, default 10 R + 100 (capped at 20000).
     precond : callable or None, default :func:`gram_preconditioner`.
+    op : object with ``apply`` and ``adjoint`` or None
+        The products to use for A (default: ``A``'s own; e.g. :func:`ntpbias.geometry.face_ops.face_operator`).
 
     Returns
     -------
@@ -142,8 +144,10 @@ def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = Non
     precond = precond or gram_preconditioner(A)
     max_iter = max_iter if max_iter is not None else min(20000, 10 * len(A) + 100)
 
+    op = A if op is None else op
+
     def G(v):
-        return A.apply(A.adjoint(v))
+        return op.apply(op.adjoint(v))
 
     def dot(u, v):
         return (u * v).sum(-1, keepdim=True)

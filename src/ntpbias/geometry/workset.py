@@ -38,6 +38,7 @@ import torch
 from ..errors import SolverError
 from .apg import APGRun, apg
 from .dual import DIVERGENCE_TOL, _warm_duals
+from .face_ops import face_operator
 from .gram import ConstraintOps, gram_solve
 from .lowp import CHOICES as LOWP_CHOICES
 
@@ -63,7 +64,10 @@ REFINE_ROUNDS = 10
 PCG_MAX_ITER = 1000
 #: Relative accuracy of the correction solve on a face seen for the first time (rows entered or left since the
 #: last round): loose, because the next round's residual tells whether the face is right.
-FRESH_FACE_RTOL = 1e-2
+FRESH_FACE_RTOL = 3e-3
+#: A face whose rows changed by at most this fraction since the last round counts as settled (solved to the accuracy
+#: the residual asks for): a handful of rows entering or leaving a large face moves the solution little.
+SETTLED_CHANGE = 1e-3
 #: Refinement aims below tol by this factor so that the caller's independent recomputation certifies.
 TARGET_FACTOR = 0.25
 
@@ -93,7 +97,8 @@ class WorksetSolution:
 
 def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITER, warm_start=None,
                   dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
-                  working_set: str = "auto", check_every: int = 5, increments: str = "auto") -> WorksetSolution:
+                  working_set: str = "auto", check_every: int = 5, increments: str = "auto",
+                  face_products: bool = True) -> WorksetSolution:
     """Solve the max-margin ``program`` by the working-set active-face method (module doc).
 
     Parameters
@@ -120,6 +125,9 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
         Between residual checks the accelerated gradient computes its products as a working-precision anchor plus a
         bfloat16 increment (:mod:`ntpbias.geometry.lowp`); "auto" does so for float32 work where bfloat16
         products are measured fast (CPUs with native bfloat16, GPUs).
+    face_products : bool
+        Let the refinement's conjugate gradients apply the face through its cells only where that is faster
+        (:func:`ntpbias.geometry.face_ops.face_operator`; False: always the dense products).
 
     Examples
     --------
@@ -149,7 +157,7 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
     n_eq = 0 if program.eq is None else len(program.eq)
     stats = {"working_set": [], "rounds": 0, "apg_iterations": 0, "pcg_iterations": 0, "refine_rounds": 0,
              "products": 0, "products_float64": 0, "products_lowp": 0, "handover_residual": math.nan,
-             "increments": increments}
+             "increments": increments, "face_products": face_products}
     try:
         work = program.to(device=work_device, dtype=work_dtype)
         lam = torch.zeros(n_in, dtype=work_dtype, device=work_device) if lam0 is None else \
@@ -350,7 +358,7 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
             return False, lam, mu
         stats["refine_rounds"] += 1
         face = (lam > 0) | (g < 1 - target)
-        settled = prev_face is not None and torch.equal(face, prev_face)
+        settled = prev_face is not None and int((face != prev_face).sum()) <= SETTLED_CHANGE * int(face.sum())
         prev_face = face
         rows = work.ineq.subset(face.to(work.ineq.a.device))
         if work.eq is not None:
@@ -362,8 +370,10 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
         rtol = min(0.1, max(1e-5 if work_dtype == torch.float32 else 1e-12, 0.3 * target / worst))
         if not settled:  # a face that just changed may change again: solve it loosely first
             rtol = max(rtol, FRESH_FACE_RTOL)
+        op = face_operator(rows) if stats["face_products"] else rows
         delta, _, its = gram_solve(rows, (resid / scale).to(device=rows.H.device, dtype=work_dtype), rtol=rtol,
-                                   max_iter=PCG_MAX_ITER)
+                                   max_iter=PCG_MAX_ITER, op=op)
+        stats["face_operator"] = type(op).__name__
         stats["pcg_iterations"] += its
         stats["products"] += 2 * its + 2
         nu = torch.cat([lam[face], mu]) + delta.to(lam) * scale
