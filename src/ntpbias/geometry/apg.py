@@ -45,6 +45,8 @@ ROUNDING_SLACK = 64.0
 #: Without a warm start, start from the first projected-gradient direction at its exact line-search length
 #: (the quadratic model makes it one product pair) instead of from zero.
 START_SCALED = True
+#: ``settle`` stops a run only once its residual is below this.
+SETTLE_BELOW = 1e-3
 #: With low-precision increments, every this many residual checks is an anchor (both products in the working
 #: precision); the checks between see the increments' rounding, a few percent of the residual.
 ANCHOR_CHECKS = 1
@@ -67,6 +69,8 @@ class APGRun:
         in the KKT certificate) <= ``tol``.
     stalled : bool
         Stopped because the residual stopped improving (the working precision's floor).
+    settled : bool
+        Stopped because the support of λ stopped changing (``settle`` of :func:`apg`).
     diverged : bool
         (D) is unbounded: no W has a normalized margin above ``DIVERGENCE_TOL`` times the largest row norm.
     nonfinite : bool
@@ -92,11 +96,12 @@ class APGRun:
     gordan: float
     history: tuple[tuple[int, float], ...] = ()
     products_lowp: int = 0
+    settled: bool = False
 
 
 def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None, mu0: torch.Tensor | None = None,
         form: str = "auto", check_every: int = 5, patience: int = 8, verify=None,
-        increments: str | None = None) -> APGRun:
+        increments: str | None = None, settle: float | None = None) -> APGRun:
     """Minimize -(D) of ``program`` (on its own device and dtype) by accelerated projected gradient with an
     adaptive step (module doc).
 
@@ -123,6 +128,10 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
         Between residual checks, compute the two products as a working-precision anchor plus a bfloat16 increment
         (:mod:`ntpbias.geometry.lowp`; "auto": where bfloat16 is fast). Every check re-anchors, so the residuals
         the run stops on are exact in the working precision.
+    settle : float or None
+        Also stop (``settled``) once the residual is below :data:`SETTLE_BELOW` and the support of λ changed in at
+        most this fraction of its rows since the previous check: the active face is identified, and the caller
+        finishes on it (the handover of :mod:`ntpbias.geometry.workset`).
 
     Examples
     --------
@@ -170,13 +179,20 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     ref = (0, X, W)
     threshold = DIVERGENCE_TOL * row_norm
     history: list[tuple[int, float]] = []
-    outcome = {"converged": False, "stalled": False, "diverged": None}
+    outcome = {"converged": False, "stalled": False, "diverged": None, "settled": False}
     it = 0
+    prev_face = None
     while True:
         if it % check_every == 0 or it >= max_iter:
             primal, cs, gap, gordan, drift, finite = _residuals(P, ops, X, W, L, ref[1], ref[2]).tolist()
             worst = max(primal, cs, gap)
             history.append((it, worst))
+            if settle is not None and worst <= SETTLE_BELOW:  # has the support of λ stopped changing?
+                face = P.duals(X)[0] > 0
+                if prev_face is not None and int((face != prev_face).sum()) <= settle * int(face.sum()):
+                    outcome["settled"] = True
+                    break
+                prev_face = face
             if not finite:
                 return _give_up(P, ops, it, products, history)
             stalled = 0 if worst < 0.9 * best[0] or best[0] > STALL_BELOW else stalled + 1
@@ -204,7 +220,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
         grad = P.grad(Lz)
         exact = inc is None or (it + 1) % (ANCHOR_CHECKS * check_every) == 0 or it + 1 >= max_iter
         while True:  # backtracking on the exact quadratic model
-            Xn = project(Z - (D / lip) * grad)
+            Xn = project(torch.addcmul(Z, D, grad, value=-1.0 / lip))
             if exact:
                 Wn = _primal_w(ops, P.scatter(Xn))
                 products += 1
@@ -214,8 +230,8 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                 lowp_products += 1
                 floor = ROUNDING_SLACK * LOWP_EPS * float(torch.linalg.vector_norm(Wn - inc.Wa))
             dX = Xn - Z
-            lhs = float(((Wn - Wz) ** 2).sum())
-            rhs = lip * float((dX * dX / D).sum())
+            lhs = float(torch.linalg.vector_norm(Wn - Wz)) ** 2
+            rhs = lip * _scaled_sq(dX, D)
             if lhs <= rhs or lhs <= floor ** 2 or lip > 1e12:
                 break
             lip *= 2.0
@@ -227,12 +243,16 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
         else:
             Ln = inc.logits(Wn)
             lowp_products += 1
-        restart = float(((Z - Xn) * (Xn - X)).sum()) > 0
+        step = Xn - X
+        restart = float(torch.dot(dX.reshape(-1), step.reshape(-1))) < 0  # <Z - Xn, Xn - X> > 0
         tn = 1.0 if restart else (1 + math.sqrt(1 + 4 * t * t)) / 2
         beta = 0.0 if restart else (t - 1) / tn
-        Z = Xn + beta * (Xn - X)
-        Wz = Wn + beta * (Wn - W)
-        Lz = Ln + beta * (Ln - L)
+        if restart:
+            Z, Wz, Lz = Xn, Wn, Ln
+        else:  # Z = Xn + β (Xn - X), the same for W and L (lerp with weight 1 + β: one pass)
+            Z = torch.add(Xn, step, alpha=beta)
+            Wz = torch.lerp(W, Wn, 1 + beta)
+            Lz = torch.lerp(L, Ln, 1 + beta)
         X, W, L, t = Xn, Wn, Ln, tn
         lip *= STEP_DECAY
         it += 1
@@ -248,7 +268,8 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     return APGRun(lam=lam, mu=mu, iterations=it, products=products, converged=outcome["converged"],
                   stalled=outcome["stalled"], diverged=outcome["diverged"] is not None, nonfinite=False,
                   residual=history[-1][1] if history else math.inf, form=P.name, step_constant=lip,
-                  gordan=gordan, history=tuple(history), products_lowp=lowp_products)
+                  gordan=gordan, history=tuple(history), products_lowp=lowp_products,
+                  settled=outcome["settled"])
 
 
 class _Projection:
@@ -290,6 +311,13 @@ class _Projection:
         self.tau = tau
         Y = X - tau
         return Y * self.free + Y.clamp(max=0) * self.ineq
+
+
+def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:
+    """Σ dX² / D (the squared step in the scaled metric); one pass when D is constant along rows."""
+    if D.dim() == 2 and D.shape[1] == 1:
+        return float((torch.linalg.vector_norm(dX, dim=1) ** 2 / D[:, 0]).sum())
+    return float((dX * dX / D).sum())
 
 
 def _primal_w(ops: ConstraintOps, Lam: torch.Tensor) -> torch.Tensor:

@@ -96,9 +96,9 @@ class Increments:
     def primal_w(self, Lam_of, X: torch.Tensor) -> torch.Tensor:
         """W(X) = W_a + scatter(X - X_a) H in the increments' precision; ``Lam_of`` scatters multipliers into the
         flat (p * m,) cell vector."""
-        Lam = Lam_of(X - self.Xa).view(-1, self.H.shape[0])
-        return self.Wa + (Lam.to(self.dtype) @ self.H).to(self.work)
+        Lam = Lam_of((X - self.Xa).to(self.dtype)).view(-1, self.H.shape[0])
+        return self.Wa + Lam @ self.H  # the sum promotes to the working precision in one pass
 
     def logits(self, W: torch.Tensor) -> torch.Tensor:
         """L(W) = L_a + (W - W_a) H^T in the increments' precision."""
-        return self.La + ((W - self.Wa).to(self.dtype) @ self.H.T).to(self.work)
+        return self.La + (W - self.Wa).to(self.dtype) @ self.H.T

@@ -54,8 +54,10 @@ ADD_BAND = 0.1
 ROUND_TOL = 1e-2
 #: A working-set row with zero multiplier for two rounds and gap above 1 + DROP_GAP leaves the working set.
 DROP_GAP = 0.5
-#: The accelerated-gradient stage hands over to face refinement at this residual (or at its precision's floor).
+#: The accelerated-gradient stage hands over to face refinement at this residual (or at its precision's floor), or
+#: earlier, below 1e-3, once the support of λ changed in at most SETTLE_CHANGE of its rows over the last 5 steps.
 HANDOVER_TOL = 1e-4
+SETTLE_CHANGE = 2.5e-4
 #: Cap on accelerated-gradient steps (all stages together) unless asked otherwise.
 WORKSET_MAX_ITER = 20000
 #: Face-refinement rounds before falling back to the accelerated gradient in float64, and conjugate-gradient
@@ -64,7 +66,7 @@ REFINE_ROUNDS = 10
 PCG_MAX_ITER = 1000
 #: Relative accuracy of the correction solve on a face seen for the first time (rows entered or left since the
 #: last round): loose, because the next round's residual tells whether the face is right.
-FRESH_FACE_RTOL = 3e-3
+FRESH_FACE_RTOL = 1e-3
 #: A face whose rows changed by at most this fraction since the last round counts as settled (solved to the accuracy
 #: the residual asks for): a handful of rows entering or leaving a large face moves the solution little.
 SETTLED_CHANGE = 1e-3
@@ -240,7 +242,7 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
         left = max(1, max_iter - stats["apg_iterations"])
         gordan.rows = ws
         run = apg(sub, tol=round_tol, max_iter=left, lam0=lam[ws], mu0=mu, form=form, check_every=check_every,
-                  verify=gordan, increments=increments)
+                  verify=gordan, increments=increments, settle=SETTLE_CHANGE)
         stats["apg_iterations"] += run.iterations
         stats["products"] += run.products
         stats["products_lowp"] += run.products_lowp
@@ -278,11 +280,18 @@ class _GordanCheck:
     def __init__(self, program):
         self.program = program
         self.rows = None
-        H = program.ineq.H
-        ops = ConstraintOps.build(program.ineq, program.eq, H.device, H.dtype)
-        self.row_norm = float(ops.row_sq_norms().max().sqrt()) if ops.R else 1.0
-        self.n_rows = ops.R
-        self.eps = torch.finfo(H.dtype).eps
+        self._row_norm = None
+        self.n_rows = program.n_rows
+        self.eps = torch.finfo(program.ineq.H.dtype).eps
+
+    @property
+    def row_norm(self) -> float:
+        """max_i ||A_i|| in the program's precision (computed on first use: most solves never need it)."""
+        if self._row_norm is None:
+            H = self.program.ineq.H
+            ops = ConstraintOps.build(self.program.ineq, self.program.eq, H.device, H.dtype)
+            self._row_norm = float(ops.row_sq_norms().max().sqrt()) if ops.R else 1.0
+        return self._row_norm
 
     def full(self, lam: torch.Tensor, mu: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         H = self.program.ineq.H
