@@ -47,9 +47,11 @@ ROUNDING_SLACK = 64.0
 START_SCALED = True
 #: ``settle`` stops a run only once its residual is below this.
 SETTLE_BELOW = 1e-3
-#: With low-precision increments, every this many residual checks is an anchor (both products in the working
-#: precision); the checks between see the increments' rounding, a few percent of the residual.
-ANCHOR_CHECKS = 1
+#: With low-precision increments, every residual check is an anchor (both products in the working precision) once
+#: the residual is below ANCHOR_FINE_BELOW; above, every ANCHOR_COARSE-th check is (the checks between see the
+#: increments' rounding, a few percent of a residual that large; a run counts stalls only below STALL_BELOW).
+ANCHOR_FINE_BELOW = 1e-2
+ANCHOR_COARSE = 1
 #: Unit roundoff of the low-precision increments (bfloat16: 2^-8), for the same test on an increment.
 LOWP_EPS = 2.0 ** -8
 
@@ -218,7 +220,8 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                 products += 2
                 break
         grad = P.grad(Lz)
-        exact = inc is None or (it + 1) % (ANCHOR_CHECKS * check_every) == 0 or it + 1 >= max_iter
+        every = check_every if history[-1][1] <= ANCHOR_FINE_BELOW else ANCHOR_COARSE * check_every
+        exact = inc is None or (it + 1) % every == 0 or it + 1 >= max_iter
         while True:  # backtracking on the exact quadratic model
             Xn = project(torch.addcmul(Z, D, grad, value=-1.0 / lip))
             if exact:
