@@ -13,9 +13,10 @@ benchmark sizes 5-8 of V - 1 = 19-99), so only its cells are needed:
   rows of W, which stay in cache). torch's CSR products walk the classes instead and were 6x slower.
 
 At (m, d, V) = (20000, 2000, 100) with 8 cells per context, measured on one CPU thread: 24 ms and 33 ms against 77
-and 80 ms for the dense float32 products. :func:`face_operator` returns this operator where it applies (CPU, no left
-factor, both cells of every row in one context, float32 or float64) and pays (cells at most :data:`MAX_DENSITY` of
-the logit matrix), else the rows themselves (their dense products).
+and 80 ms for the dense float32 products; at (5000, 2000, 50) with 9 per context, 7 and 9 ms against 13 and 12 ms.
+:func:`face_operator` returns this operator where it applies (CPU, no left factor, both cells of every row in one
+context, float32 or float64) and pays (cells at most :data:`MAX_DENSITY` of the logit matrix), else the rows
+themselves (their dense products).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import torch
 
 from .constraints import LogitGaps
 
-#: The face operator is used when its cells are at most this fraction of the (V, m) logit matrix (sparse products
-#: run at about a fifth of the dense rate, per multiply-add).
+#: The face operator is used when its cells are at most this fraction of the (V, m) logit matrix (measured: 1.6x
+#: faster than dense at 18%, no faster at 29%).
 MAX_DENSITY = 0.25
 
 

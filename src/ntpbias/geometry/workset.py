@@ -11,13 +11,16 @@ three stages, each cheaper per digit than the one before (docs/paper-a-linear-nt
    leave. A restricted problem that proves infeasible proves the full one infeasible (its Gordan multipliers,
    padded with zeros, are valid for every row).
 2. **Accelerated projected gradient with an adaptive step** (:func:`ntpbias.geometry.apg.apg`) on the dual of the
-   working set, in float32 by default, until its residual reaches :data:`HANDOVER_TOL` or stalls at the working
-   precision's floor. This identifies the active face.
+   working set, in float32 by default, its products between residual checks as float32 anchors plus bfloat16
+   increments where those are faster (:mod:`ntpbias.geometry.lowp`), until its residual reaches
+   :data:`HANDOVER_TOL`, or stalls at the working precision's floor, or (below 1e-3) the support of λ changes in at
+   most :data:`SETTLE_CHANGE` of its rows between two checks. This identifies the active face.
 3. **Face refinement** (a primal-dual active-set method with mixed-precision iterative refinement): with F the
    rows with positive multiplier (plus violated rows, plus every equality row), the face equations A_F(W) = [1; 0]
    at W = A_F^T ν are the Gram system (A_F A_F^T) ν = [1; 0]. Each round computes the residual in float64 on the
    full program (two products; every row's gap, so violated rows join F), solves for the correction by
-   preconditioned conjugate gradients in the working precision (:func:`~ntpbias.geometry.gram.gram_solve`), and
+   preconditioned conjugate gradients in the working precision (:func:`~ntpbias.geometry.gram.gram_solve`, through
+   the face's cells only where that is cheaper: :mod:`ntpbias.geometry.face_ops`), and
    clips negative multipliers to zero (their rows leave F). On the right face each round gains the digits the
    correction solve was asked for, so float32 inner solves reach float64 accuracy in two or three rounds.
 
