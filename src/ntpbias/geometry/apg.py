@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from .dual import DIVERGENCE_TOL, _drift, _form, _gordan_ratio, _residuals
+from .face_ops import cells_times_H
 from .gram import ConstraintOps
 from .lowp import Increments, increments_dtype
 
@@ -324,11 +325,12 @@ def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:
 
 
 def _primal_w(ops: ConstraintOps, Lam: torch.Tensor) -> torch.Tensor:
-    """W = E^T Λ H (rows, c) for Λ (p * m,) flat: the first half of ``ConstraintOps.primal``."""
+    """W = E^T Λ H (rows, c) for Λ (p * m,) flat: the first half of ``ConstraintOps.primal`` (without a left factor
+    through Λ's nonzero cells where they are few: :func:`~ntpbias.geometry.face_ops.cells_times_H`)."""
     Lam = Lam.view(ops.p, -1)
     if ops.left is not None:
-        Lam = ops.left.T @ Lam
-    return Lam @ ops.H
+        return (ops.left.T @ Lam) @ ops.H
+    return cells_times_H(Lam, ops.H)
 
 
 def _logits(ops: ConstraintOps, W: torch.Tensor) -> torch.Tensor:

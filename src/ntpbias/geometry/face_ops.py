@@ -8,12 +8,12 @@ benchmark sizes 5-8 of V - 1 = 19-99), so only its cells are needed:
 * **apply** (W ↦ A_F W): the logits at the face's cells, L[v, j] = <W_v, h_j>, by a sampled dense-dense product
   (``torch.sparse.sampled_addmm`` on the cells' pattern, contexts as rows: each h_j is read once and dotted with
   its few rows of W);
-* **adjoint** (y ↦ A_F^T y): the cell values Λ (a scatter of ±y) times H, context by context (a CSC matrix with one
-  column per context times H, SciPy's compressed-column product: each h_j is read once and added into its few
-  rows of W, which stay in cache). torch's CSR products walk the classes instead and were 6x slower.
+* **adjoint** (y ↦ A_F^T y): the cell values Λ (a scatter of ±y) times H, context by context (a COO matrix whose
+  entries are listed context by context: each h_j is read once and added into its few rows of W, which stay in
+  cache). CSR products walk the classes instead and were 6-20x slower; SciPy's compressed-column product 1.3x.
 
-At (m, d, V) = (20000, 2000, 100) with 8 cells per context, measured on one CPU thread: 24 ms and 33 ms against 77
-and 80 ms for the dense float32 products; at (5000, 2000, 50) with 9 per context, 7 and 9 ms against 13 and 12 ms.
+At (m, d, V) = (20000, 2000, 100) with 8 cells per context, measured on one CPU thread: 24 ms and 26 ms against 77
+and 81 ms for the dense float32 products; at (5000, 2000, 50) with 9 per context, 7 and 8 ms against 13 and 12 ms.
 :func:`face_operator` returns this operator where it applies (CPU, no left factor, both cells of every row in one
 context, float32 or float64) and pays (cells at most :data:`MAX_DENSITY` of the logit matrix), else the rows
 themselves (their dense products).
@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-import scipy.sparse as sp
 import torch
 
 from .constraints import LogitGaps
 
-#: The face operator is used when its cells are at most this fraction of the (V, m) logit matrix (measured: 1.6x
-#: faster than dense at 18%, no faster at 29%).
-MAX_DENSITY = 0.25
+#: The face operator is used when its cells are at most this fraction of the (V, m) logit matrix (measured, one
+#: conjugate-gradient product pair: 2.0x faster than dense at 18% of the cells, 1.4x at 29%).
+MAX_DENSITY = 0.35
+#: :func:`cells_times_H` goes through the nonzero cells when they are at most this fraction (measured: 2-3x faster
+#: than dense at 8%, 1.4x at 18%, and no faster at 30%, where the products pass the face operator's threshold
+#: only in pairs).
+SPARSE_W_MAX_DENSITY = 0.2
 
 
 def face_operator(A: LogitGaps, *, max_density: float | None = None):
@@ -69,9 +71,8 @@ class FaceRows:
             warnings.simplefilter("ignore", UserWarning)
             self.pattern = torch.sparse_csr_tensor(crow, cls, torch.zeros(self.n_cells, dtype=A.H.dtype),
                                                    size=(m, V), check_invariants=False)
-        self.H_np = self.H.numpy()
-        self.scatter = sp.csc_matrix((np.zeros(self.n_cells, dtype=self.H_np.dtype), cls.numpy().astype(np.int32),
-                                      crow.numpy().astype(np.int32)), shape=(V, m))
+        self.cells = torch.stack([cls, ctx])  # (class, context) of each cell, context-major
+        self.shape = (V, m)
 
     def __len__(self) -> int:
         return len(self.A)
@@ -82,5 +83,26 @@ class FaceRows:
 
     def adjoint(self, y: torch.Tensor) -> torch.Tensor:
         vals = torch.zeros(self.n_cells, dtype=y.dtype).index_add_(0, self.pos_a, y).index_add_(0, self.pos_b, -y)
-        self.scatter.data[:] = vals.numpy()
-        return torch.from_numpy(np.ascontiguousarray(self.scatter @ self.H_np))
+        return _coo_times(self.cells, vals, self.shape, self.H)
+
+
+def cells_times_H(Lam: torch.Tensor, H: torch.Tensor, *, max_density: float | None = None) -> torch.Tensor:
+    """Λ H for a logit-cell matrix Λ (V, m) on the CPU: context by context through its nonzero cells when they are at
+    most ``max_density`` (default :data:`SPARSE_W_MAX_DENSITY`) of it (a projected dual iterate is zero off its
+    face), else the dense product. Same dtype as ``Lam``."""
+    max_density = SPARSE_W_MAX_DENSITY if max_density is None else max_density
+    if Lam.device.type != "cpu" or Lam.dtype not in (torch.float32, torch.float64) or H.dtype != Lam.dtype:
+        return Lam @ H
+    LT = Lam.T  # (m, V): its nonzeros come out context-major
+    ctx, cls = torch.nonzero(LT, as_tuple=True)
+    if ctx.numel() > max_density * Lam.numel():
+        return Lam @ H
+    return _coo_times(torch.stack([cls, ctx]), LT[ctx, cls], tuple(Lam.shape), H)
+
+
+def _coo_times(cells: torch.Tensor, vals: torch.Tensor, shape: tuple[int, int], H: torch.Tensor) -> torch.Tensor:
+    """Λ H for Λ with values ``vals`` at ``cells`` (2, n) = (class, context), listed context by context: torch's
+    COO product walks them in that order, so each h_j is read once (measured faster than SciPy's compressed-column
+    product, and than any CSR product, which walk the classes)."""
+    Lam = torch.sparse_coo_tensor(cells, vals, shape, check_invariants=False)
+    return torch.sparse.mm(Lam, H)

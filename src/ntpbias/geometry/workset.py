@@ -41,7 +41,7 @@ import torch
 from ..errors import SolverError
 from .apg import APGRun, apg
 from .dual import DIVERGENCE_TOL, _warm_duals
-from .face_ops import face_operator
+from .face_ops import cells_times_H, face_operator
 from .gram import ConstraintOps, gram_solve
 from .lowp import CHOICES as LOWP_CHOICES
 
@@ -71,8 +71,8 @@ PCG_MAX_ITER = 1000
 #: last round): loose, because the next round's residual tells whether the face is right.
 FRESH_FACE_RTOL = 1e-3
 #: A correction solve on a settled face asks for RTOL_FACTOR * (target / residual) of relative accuracy: the
-#: residual that results was measured 10-15x below the target at RTOL_FACTOR = 0.3 on the one-hot benchmark sizes.
-RTOL_FACTOR = 1.0
+#: residual that results was measured 2-15x below the target at RTOL_FACTOR = 0.3-1 on the one-hot benchmark sizes.
+RTOL_FACTOR = 0.5
 #: A face whose rows changed by at most this fraction since the last round counts as settled (solved to the accuracy
 #: the residual asks for): a handful of rows entering or leaving a large face moves the solution little.
 SETTLED_CHANGE = 1e-3
@@ -101,6 +101,7 @@ class WorksetSolution:
     lipschitz: float
     seconds: float
     details: dict = field(default_factory=dict)
+    W: torch.Tensor | None = None  # A_in^T λ + A_eq^T μ at the returned multipliers, when refinement computed it
 
 
 def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITER, warm_start=None,
@@ -238,7 +239,7 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
     else:
         ws = _start_set(work, lam, mu)
         stats["products"] += 2
-    gid = torch.unique(ineq.a * ineq.H.shape[0] + ineq.j, return_inverse=True)[1]
+    gid = None  # rows' groups, for the working-set rounds (computed when a round first adds rows)
     idle = torch.zeros(n_in, dtype=torch.int8, device=lam.device)
     round_tol = tol if bool(ws.all()) else max(tol, ROUND_TOL)
     while True:
@@ -272,6 +273,8 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
             round_tol = tol
             continue
         near = ~ws & (g < 1 + ADD_BAND)  # with the violated rows, the ones about to be: fewer rounds
+        if gid is None:
+            gid = torch.unique(ineq.a * ineq.H.shape[0] + ineq.j, return_inverse=True)[1]
         ws = ws | _top_per_group(torch.where(near, 1 - g, -math.inf), gid, ADD_PER_GROUP)
         idle = torch.where(ws & (lam == 0), idle + 1, torch.zeros_like(idle))
         ws = ws & ~((idle >= 2) & (g > 1 + DROP_GAP))
@@ -361,13 +364,14 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
     work_dtype = work.ineq.H.dtype
     prev_face = None
     for _ in range(REFINE_ROUNDS + 1):
-        W = program._stack(lam, mu)
+        W = _adjoint(program, lam, mu)
         g = ineq.apply(W)
         geq = eq.apply(W) if eq is not None else W.new_zeros(0)
         stats["products_float64"] += 2
         worst = _residual(W, g, geq, lam)
         stats["face_rows"] = int((lam > 0).sum())
         if worst <= target:
+            stats["_W"] = W
             return True, lam, mu
         if stats["refine_rounds"] >= REFINE_ROUNDS:
             return False, lam, mu
@@ -387,16 +391,30 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
             rtol = max(rtol, FRESH_FACE_RTOL)
         op = face_operator(rows) if stats["face_products"] else rows
         delta, _, its = gram_solve(rows, (resid / scale).to(device=rows.H.device, dtype=work_dtype), rtol=rtol,
-                                   max_iter=PCG_MAX_ITER, op=op)
+                                   max_iter=PCG_MAX_ITER, op=op, true_residual=False)
         stats["face_operator"] = type(op).__name__
         stats["pcg_iterations"] += its
-        stats["products"] += 2 * its + 2
+        stats["products"] += 2 * its
         nu = torch.cat([lam[face], mu]) + delta.to(lam) * scale
         n_face = int(face.sum())
         lam = torch.zeros_like(lam)
         lam[face] = nu[:n_face].clamp(min=0)
         mu = nu[n_face:]
     return False, lam, mu
+
+
+def _adjoint(program, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """A_in^T λ + A_eq^T μ; without left factors as one scatter into the logit cells and one product through the
+    nonzero ones (:func:`~ntpbias.geometry.face_ops.cells_times_H`: the multipliers vanish off the face)."""
+    ineq, eq = program.ineq, program.eq
+    if ineq.left is not None or (eq is not None and eq.left is not None):
+        return program._stack(lam, mu)
+    m = ineq.H.shape[0]
+    Lam = torch.zeros(ineq.rows * m, dtype=lam.dtype, device=lam.device)
+    Lam.index_add_(0, ineq.a * m + ineq.j, lam).index_add_(0, ineq.b * m + ineq.k, -lam)
+    if eq is not None:
+        Lam.index_add_(0, eq.a * m + eq.j, mu).index_add_(0, eq.b * m + eq.k, -mu)
+    return cells_times_H(Lam.view(ineq.rows, m), ineq.H)
 
 
 def _residual(W, g, geq, lam) -> float:
@@ -413,7 +431,8 @@ def _residual(W, g, geq, lam) -> float:
 
 def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> WorksetSolution:
     home = program.ineq.H
-    return WorksetSolution(
+    W = stats.pop("_W", None)
+    return WorksetSolution(W=W if converged and not diverged else None,
         lam=lam.to(device=home.device, dtype=home.dtype), mu=mu.to(device=home.device, dtype=home.dtype),
         iterations=stats["apg_iterations"] + stats["pcg_iterations"], converged=converged, diverged=diverged,
         gordan_residual=math.inf if run is None else run.gordan, form="" if run is None else run.form,
