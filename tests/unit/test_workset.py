@@ -219,19 +219,6 @@ def test_newton_projection_equals_the_sorting_projection():
         assert float((project(X) - P.project(X)).abs().max()) <= 1e-12
 
 
-def test_newton_projection_of_one_hot_groups_equals_the_sorting_projection():
-    """One-hot data take the single-free-cell path of the Newton projection."""
-    cons = constraints(onehot_data(40, 6, 9, seed=24))
-    ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)
-    P = _form(ops, "grouped", ops.row_sq_norms())
-    project = _Projection(P)
-    assert project.single
-    g = torch.Generator().manual_seed(1)
-    for X in (torch.randn(P.shape, generator=g, dtype=F64), torch.zeros(P.shape, dtype=F64),
-              torch.randint(-2, 3, P.shape, generator=g).to(F64), torch.randn(P.shape, generator=g, dtype=F64)):
-        assert float((project(X) - P.project(X)).abs().max()) <= 1e-12
-
-
 def test_top_per_group_equals_a_loop():
     g = torch.Generator().manual_seed(1)
     gid = torch.randint(0, 7, (60,), generator=g)

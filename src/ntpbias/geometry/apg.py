@@ -293,21 +293,16 @@ class _Projection:
     def __init__(self, P):
         self.P = P
         self.tau = None
-        self.single = False
         if P.name == "grouped":
             dtype = P.c.dtype
             self.free = P.free.to(dtype)
             self.ineq = P.ineq.to(dtype)
             self.n_free = self.free.sum(1, keepdim=True)
-            # one-hot data: every cell valid, the first one free, the others inequality cells
-            self.single = bool(P.valid.all()) and bool(P.free[:, 0].all()) and not bool(P.free[:, 1:].any())
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
         P = self.P
         if P.name != "grouped":
             return P.project(X)
-        if self.single:
-            return self._single(X)
         s_free = (X * self.free).sum(1, keepdim=True)
         S = P.ineq if self.tau is None else P.ineq & (X < self.tau)
         for _ in range(X.shape[1] + 2):  # one step past the root at most, then one cell or more leaves per step
@@ -320,25 +315,6 @@ class _Projection:
         self.tau = tau
         Y = X - tau
         return Y * self.free + Y.clamp(max=0) * self.ineq
-
-    def _single(self, X: torch.Tensor) -> torch.Tensor:
-        """The same Newton iteration for groups of one free cell (column 0) and inequality cells only, on views of
-        the inequality columns (about half the passes of the masked general case)."""
-        x0, Xi = X[:, :1], X[:, 1:]
-        M = None if self.tau is None else Xi < self.tau  # None: every inequality cell (Michelot's start)
-        for _ in range(X.shape[1] + 2):
-            if M is None:
-                tau = (x0 + Xi.sum(1, keepdim=True)) / X.shape[1]
-            else:
-                tau = (x0 + (Xi * M).sum(1, keepdim=True)) / (1 + M.sum(1, keepdim=True))
-            M_next = Xi < tau
-            if M is not None and torch.equal(M_next, M):
-                break
-            M = M_next
-        self.tau = tau
-        Y = X - tau
-        Y[:, 1:].clamp_(max=0)
-        return Y
 
 
 def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:
