@@ -74,6 +74,8 @@ class APGRun:
         Stopped because the residual stopped improving (the working precision's floor).
     settled : bool
         Stopped because the support of λ stopped changing (``settle`` of :func:`apg`).
+    face_changes : int
+        Rows whose λ > 0 changed between the last two checks that compared supports (-1: none did).
     diverged : bool
         (D) is unbounded: no W has a normalized margin above ``DIVERGENCE_TOL`` times the largest row norm.
     nonfinite : bool
@@ -100,6 +102,7 @@ class APGRun:
     history: tuple[tuple[int, float], ...] = ()
     products_lowp: int = 0
     settled: bool = False
+    face_changes: int = -1
 
 
 def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None, mu0: torch.Tensor | None = None,
@@ -184,7 +187,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     history: list[tuple[int, float]] = []
     outcome = {"converged": False, "stalled": False, "diverged": None, "settled": False}
     it = 0
-    prev_face = None
+    prev_face, face_changes = None, -1
     while True:
         if it % check_every == 0 or it >= max_iter:
             primal, cs, gap, gordan, drift, finite = _residuals(P, ops, X, W, L, ref[1], ref[2]).tolist()
@@ -192,9 +195,11 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
             history.append((it, worst))
             if settle is not None and worst <= SETTLE_BELOW:  # has the support of λ stopped changing?
                 face = P.duals(X)[0] > 0
-                if prev_face is not None and int((face != prev_face).sum()) <= settle * int(face.sum()):
-                    outcome["settled"] = True
-                    break
+                if prev_face is not None:
+                    face_changes = int((face != prev_face).sum())
+                    if face_changes <= settle * int(face.sum()):
+                        outcome["settled"] = True
+                        break
                 prev_face = face
             if not finite:
                 return _give_up(P, ops, it, products, history)
@@ -273,7 +278,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                   stalled=outcome["stalled"], diverged=outcome["diverged"] is not None, nonfinite=False,
                   residual=history[-1][1] if history else math.inf, form=P.name, step_constant=lip,
                   gordan=gordan, history=tuple(history), products_lowp=lowp_products,
-                  settled=outcome["settled"])
+                  settled=outcome["settled"], face_changes=face_changes)
 
 
 class _Projection:
