@@ -219,6 +219,25 @@ def test_newton_projection_equals_the_sorting_projection():
         assert float((project(X) - P.project(X)).abs().max()) <= 1e-12
 
 
+def test_permuted_scatter_equals_the_grouped_form():
+    """One-hot data: every logit cell is a group cell, so the scatter is a gather (apg._Permuted)."""
+    from ntpbias.geometry.apg import _permuted
+
+    cons = constraints(onehot_data(30, 6, 7, seed=25))
+    ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)
+    P = _form(ops, "grouped", ops.row_sq_norms())
+    Q = _permuted(P)
+    assert Q is not P and Q.name == "grouped" and Q.shape == P.shape
+    g = torch.Generator().manual_seed(2)
+    X = P.project(torch.randn(P.shape, generator=g, dtype=F64))
+    L = torch.randn(ops.p, 30, generator=g, dtype=F64)
+    assert torch.equal(Q.scatter(X), P.scatter(X)) and torch.equal(Q.grad(L), P.grad(L))
+    rows = cons.ineq.subset(torch.arange(len(cons.ineq)) % 3 > 0)  # a working set: padded groups, unchanged
+    ops2 = ConstraintOps.build(rows, None, "cpu", F64)
+    P2 = _form(ops2, "grouped", ops2.row_sq_norms())
+    assert _permuted(P2) is P2
+
+
 def test_top_per_group_equals_a_loop():
     g = torch.Generator().manual_seed(1)
     gid = torch.randint(0, 7, (60,), generator=g)

@@ -155,7 +155,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     ops = ConstraintOps.build(program.ineq, program.eq, device, dtype)
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
-    P = _form(ops, form, norms2)
+    P = _permuted(_form(ops, form, norms2))
     if not (math.isfinite(row_norm) and row_norm > 0):
         return _give_up(P, ops)
     D = P.scale
@@ -320,6 +320,36 @@ class _Projection:
         self.tau = tau
         Y = X - tau
         return Y * self.free + Y.clamp(max=0) * self.ineq
+
+
+def _permuted(P):
+    """``P``, or for a grouped form without padding whose cells are every logit cell (one-hot data) a
+    :class:`_Permuted` view of it."""
+    if P.name != "grouped" or not bool(P.valid.all()) or P.valid.numel() != P.ops.p * P.ops.H.shape[0]:
+        return P
+    cell = P.cell.reshape(-1)
+    return _Permuted(P, torch.empty_like(cell).index_copy_(0, cell, torch.arange(cell.numel(), device=cell.device)))
+
+
+class _Permuted:
+    """The grouped form ``P`` (:class:`ntpbias.geometry.dual._GroupForm`) whose scatter is a permutation of the
+    cells: done as a gather (``index_select``, several times faster than the scatter-add), and no padding to mask in
+    the gradient. Everything else is ``P``'s."""
+
+    def __init__(self, P, perm: torch.Tensor):
+        self._P, self._perm = P, perm
+
+    def __getattr__(self, name):
+        return getattr(self._P, name)
+
+    def scatter(self, X: torch.Tensor) -> torch.Tensor:
+        return X.reshape(-1).index_select(0, self._perm)
+
+    def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
+        return L.reshape(-1).index_select(0, self._P.cell.view(-1)).view(self._P.shape)
+
+    def grad(self, L: torch.Tensor) -> torch.Tensor:
+        return self.grad_quad(L).add_(self._P.c)
 
 
 def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:

@@ -198,11 +198,6 @@ class _GroupForm:
         self.free = self.valid & ~self.ineq
         dtype = ops.H.dtype
         self.c = self.ineq.to(dtype)  # -(D) = ½||E^T Λ H||² + Σ_ineq Λ[b_i, k_i]
-        # No padding and every logit cell a group cell (one-hot data): the scatter is a permutation, done as a gather
-        self.perm = None
-        if bool(self.valid.all()) and G * s == ops.p * ops.H.shape[0]:
-            self.perm = torch.empty(G * s, dtype=torch.long, device=dev)
-            self.perm[self.cell.reshape(-1)] = torch.arange(G * s, device=dev)
         self.n_valid = self.valid.sum(1, keepdim=True).to(dtype)
         diag = torch.where(self.valid, ops.cell_sq_norms()[self.cell], 0).sum(1, keepdim=True) / self.n_valid
         floor = float(diag.max()) * 1e-12 if diag.numel() else 1.0
@@ -223,18 +218,15 @@ class _GroupForm:
         return torch.zeros(self.shape, dtype=self.ops.H.dtype, device=self.ops.H.device)
 
     def scatter(self, X: torch.Tensor) -> torch.Tensor:
-        if self.perm is not None:
-            return X.reshape(-1).index_select(0, self.perm)
         ops = self.ops
         Lam = torch.zeros(ops.p * ops.H.shape[0], dtype=X.dtype, device=X.device)
         return Lam.index_add_(0, self.cell.reshape(-1), torch.where(self.valid, X, 0).reshape(-1))
 
     def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
-        gathered = L.reshape(-1).index_select(0, self.cell.view(-1)).view(self.shape)
-        return gathered if self.perm is not None else torch.where(self.valid, gathered, 0)
+        return torch.where(self.valid, L.reshape(-1).index_select(0, self.cell.view(-1)).view(self.shape), 0)
 
     def grad(self, L: torch.Tensor) -> torch.Tensor:
-        return self.grad_quad(L).add_(self.c)
+        return self.grad_quad(L) + self.c
 
     def project(self, X: torch.Tensor) -> torch.Tensor:
         """Euclidean projection of each group onto {Σ x = 0, x <= 0 at inequality cells}, exactly.
