@@ -355,6 +355,8 @@ def test_sparse_small_working_set_path_matches_clarabel(monkeypatch):
     from ntpbias.geometry import face_ops
 
     monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
+    monkeypatch.setattr(face_ops, "SPARSE_W_MAX_DENSITY", 1.0)  # W through the nonzero cells, at any size
+    monkeypatch.setattr(face_ops, "SPARSE_W_MIN_WORK", 0)
     monkeypatch.setattr(ws_mod, "ALL_ROWS_MAX", 0)
     monkeypatch.setattr(ws_mod, "START_PER_GROUP", 1)
     monkeypatch.setattr(ws_mod, "ADD_PER_GROUP", 1)
@@ -408,6 +410,20 @@ def test_face_rows_equal_the_dense_operator(dtype):
     assert face_operator(A, max_density=0.0) is A  # too dense: the rows themselves
     cross = LogitGaps(A.H, A.rows, A.a, A.j, A.b, (A.k + 1) % A.H.shape[0])
     assert face_operator(cross, max_density=1.0) is cross  # two contexts in a row: not a face of NTP rows
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cells_times_H_equals_the_dense_product(dtype, monkeypatch):
+    from ntpbias.geometry import face_ops
+
+    g = torch.Generator().manual_seed(3)
+    H = torch.randn(30, 8, generator=g, dtype=F64).to(dtype)
+    Lam = torch.randn(7, 30, generator=g, dtype=F64).to(dtype) * (torch.rand(7, 30, generator=g) < 0.15)
+    monkeypatch.setattr(face_ops, "SPARSE_W_MIN_WORK", 0)
+    got = face_ops.cells_times_H(Lam, H, max_density=1.0)
+    tol = 1e-12 if dtype == F64 else 1e-5
+    assert got.dtype == dtype and float((got - Lam @ H).abs().max()) <= tol * float((Lam @ H).abs().max())
+    assert torch.equal(face_ops.cells_times_H(Lam, H, max_density=0.0), Lam @ H)  # too dense: the dense product
 
 
 def test_increments_choice_and_errors(monkeypatch):
