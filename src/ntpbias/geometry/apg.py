@@ -163,9 +163,14 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     project = _Projection(P)
     X = P.zeros() if lam0 is None else project(P.from_duals(lam0.to(device=device, dtype=dtype),
                                                               mu0.to(device=device, dtype=dtype)))
-    W, L = ops.primal(P.scatter(X))
-    products, lowp_products = 2, 0
-    if START_SCALED and not bool((X != 0).any()):  # from zero: the first projected-gradient direction, scaled
+    zero = not bool((X != 0).any())
+    if zero:  # W = 0 and L = 0 need no product
+        W = torch.zeros(ops.p if ops.left is None else ops.left.shape[1], ops.H.shape[1], dtype=dtype, device=device)
+        L = torch.zeros(ops.p, ops.H.shape[0], dtype=dtype, device=device)
+    else:
+        W, L = ops.primal(P.scatter(X))
+    products, lowp_products = 0 if zero else 2, 0
+    if START_SCALED and zero:  # from zero: the first projected-gradient direction, scaled
         X1 = project(-D * P.grad(L))
         W1, L1 = ops.primal(P.scatter(X1))
         products += 2

@@ -39,6 +39,16 @@ class ConstraintOps:
     def R(self) -> int:
         return int(self.a_cell.shape[0])
 
+    def cells_shared(self) -> bool:
+        """Whether two rows share their second cell or a second cell is some row's first cell (by counting cells: no
+        sort)."""
+        n = self.p * self.H.shape[0]
+        if int(torch.bincount(self.b_cell, minlength=n).max()) > 1:
+            return True
+        first = torch.zeros(n, dtype=torch.bool, device=self.b_cell.device)
+        first[self.a_cell] = True
+        return bool(first[self.b_cell].any())
+
     def primal(self, Lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(W, L) with W = E^T Λ H (rows, c) and L = E W H^T (p, m), for Λ (p * m,) flat."""
         Lam = Lam.view(self.p, -1)
