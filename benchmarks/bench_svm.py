@@ -16,12 +16,14 @@ Two tables, both ready-to-paste Markdown:
    about twice that). ``--huge`` adds (m, d, V) = (20000, 1000, 1000): 10^6 variables, 2·10^7 constraints
    (no liblinear or Clarabel there unless ``--huge-peers``).
 
-Per row: wall and CPU seconds (CPU seconds are the fairer comparison on a loaded machine: the title gives the
-load average before and after), iterations (accelerated-gradient + conjugate-gradient steps), the working set
-and the active face (rows with positive multiplier), the worst KKT residual recomputed in float64 on the full
-problem (every row), the ratio, and the fraction of this machine's matrix-product throughput the solve achieved
-(its matrix products, each one (V, m) x (m, d) or (V, d) x (d, m) product, timed at the rates measured in the same
-run for float32 and float64, over the solve's wall time). The script never fails on time.
+Per row: wall and CPU seconds (CPU seconds are the fairer comparison on a loaded machine, and the target line
+compares them: the title gives the load average before and after), iterations (accelerated-gradient +
+conjugate-gradient steps), the working set and the active face (rows with positive multiplier), the worst KKT
+residual recomputed in float64 on the full problem (every row), the ratio, and the fraction of this machine's
+matrix-product throughput the solve achieved (its matrix products, each one (V, m) x (m, d) or (V, d) x (d, m)
+product, timed at the rates measured in the same run for float32, float64 and bfloat16 (the workset method's
+low-precision increments), over the solve's wall time; face-restricted products count as dense ones). The script
+never fails on time.
 
 Run: python benchmarks/bench_svm.py [--sizes small,medium,large,onehot-a,onehot-b,onehot-c] [--huge]
      [--cap 120] [--no-clarabel] [--no-liblinear] [--analyze] [--json out.json]
@@ -96,9 +98,11 @@ def product_fraction(res, V: int, d: int, m: int, device: str) -> str:
         f64 = det.get("products_float64", 0) + (det.get("products", 0) - f32)
     else:
         f32, f64 = 0, 2 * (res.iterations or 0)
+    f16 = det.get("products_lowp", 0) if res.solver == "workset" else 0
     rate32 = matmul_rate(V, d, m, device, torch.float32) if f32 else 1.0
     rate64 = matmul_rate(V, d, m, device, torch.float64) if f64 else 1.0
-    ideal = f32 * flops / rate32 + f64 * flops / rate64
+    rate16 = matmul_rate(V, d, m, device, torch.bfloat16) if f16 else 1.0
+    ideal = f32 * flops / rate32 + f64 * flops / rate64 + f16 * flops / rate16
     return f"{ideal / res.solve_seconds:.0%}"
 
 
@@ -288,10 +292,13 @@ def main() -> None:
         for rec in hot_rec:
             lib = rec["liblinear"]
             if lib is not None:
-                ratio = min(lib["wall"] / rec["workset_seconds"], lib["cpu"] / rec["workset_cpu_seconds"])
-                print(f"target {rec['size']}: >= 10x faster than liblinear CS: {'met' if ratio >= 10 else 'missed'} "
-                      f"({ratio:.3g}x, the smaller of the wall and CPU ratios); certified (KKT <= 1e-6): "
-                      f"{rec['certified']}")
+                ratio = lib["cpu"] / rec["workset_cpu_seconds"]  # CPU seconds: the machine is shared (module doc)
+                agree = abs(rec["norm"] ** 2 - lib["norm"] ** 2) / lib["norm"] ** 2
+                met = ratio >= 10 and rec["certified"] and agree <= 1e-6
+                print(f"target {rec['size']}: >= 10x faster than liblinear CS in CPU seconds, KKT <= 1e-6, objective "
+                      f"within 1e-6: {'met' if met else 'missed'} ({ratio:.3g}x CPU, "
+                      f"{lib['wall'] / rec['workset_seconds']:.3g}x wall; KKT {rec['kkt']:.1e}; objective rel. diff "
+                      f"{agree:.1e})")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"load": load, "ntp": ntp_rec, "onehot": hot_rec}, fh, indent=2)

@@ -219,6 +219,25 @@ def test_newton_projection_equals_the_sorting_projection():
         assert float((project(X) - P.project(X)).abs().max()) <= 1e-12
 
 
+def test_permuted_scatter_equals_the_grouped_form():
+    """One-hot data: every logit cell is a group cell, so the scatter is a gather (apg._Permuted)."""
+    from ntpbias.geometry.apg import _permuted
+
+    cons = constraints(onehot_data(30, 6, 7, seed=25))
+    ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)
+    P = _form(ops, "grouped", ops.row_sq_norms())
+    Q = _permuted(P)
+    assert Q is not P and Q.name == "grouped" and Q.shape == P.shape
+    g = torch.Generator().manual_seed(2)
+    X = P.project(torch.randn(P.shape, generator=g, dtype=F64))
+    L = torch.randn(ops.p, 30, generator=g, dtype=F64)
+    assert torch.equal(Q.scatter(X), P.scatter(X)) and torch.equal(Q.grad(L), P.grad(L))
+    rows = cons.ineq.subset(torch.arange(len(cons.ineq)) % 3 > 0)  # a working set: padded groups, unchanged
+    ops2 = ConstraintOps.build(rows, None, "cpu", F64)
+    P2 = _form(ops2, "grouped", ops2.row_sq_norms())
+    assert _permuted(P2) is P2
+
+
 def test_top_per_group_equals_a_loop():
     g = torch.Generator().manual_seed(1)
     gid = torch.randint(0, 7, (60,), generator=g)
@@ -302,3 +321,129 @@ def test_workset_is_scale_equivariant(c):
     got = ntp_svm(NTPData.from_arrays(data.H * c, data.P), "workset", tol=1e-9)
     assert base.certified and got.certified
     assert rel(got.W * c, base.W) < 1e-7
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# bfloat16 increments (geometry/lowp.py) and face-restricted products (geometry/face_ops.py), forced on small
+# instances whatever the machine would choose.
+
+@pytest.mark.parametrize("kind,m,d,V,seed", CASES)
+def test_bfloat16_increments_match_clarabel(kind, m, d, V, seed):
+    data = onehot_data(m, d, V, seed=seed) if kind == "onehot" else uneven_data(m, d, V, seed=seed)
+    prog = program_of(data)
+    res = prog.solve("workset", tol=1e-8, increments="bfloat16")
+    assert res.details["products_lowp"] > 0  # the increments ran
+    assert_matches_clarabel(prog, res)
+
+
+@pytest.mark.parametrize("kind,m,d,V,seed", CASES)
+def test_face_products_match_clarabel(kind, m, d, V, seed, monkeypatch):
+    """The refinement's conjugate gradients through the face's cells only (forced: any density)."""
+    from ntpbias.geometry import face_ops
+
+    monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
+    data = onehot_data(m, d, V, seed=seed) if kind == "onehot" else uneven_data(m, d, V, seed=seed)
+    prog = program_of(data)
+    res = prog.solve("workset", tol=1e-9, increments="bfloat16")
+    assert res.details["face_operator"] == "FaceRows" and res.details["pcg_iterations"] > 0
+    assert_matches_clarabel(prog, res)
+
+
+def test_sparse_small_working_set_path_matches_clarabel(monkeypatch):
+    """Every new path at once on a small instance: a restricted working set (one row per context to start),
+    bfloat16 increments, face-restricted products."""
+    from ntpbias.geometry import face_ops
+
+    monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
+    monkeypatch.setattr(face_ops, "SPARSE_W_MAX_DENSITY", 1.0)  # W through the nonzero cells, at any size
+    monkeypatch.setattr(face_ops, "SPARSE_W_MIN_WORK", 0)
+    monkeypatch.setattr(ws_mod, "ALL_ROWS_MAX", 0)
+    monkeypatch.setattr(ws_mod, "START_PER_GROUP", 1)
+    monkeypatch.setattr(ws_mod, "ADD_PER_GROUP", 1)
+    prog = program_of(onehot_data(60, 30, 9, seed=21))
+    res = prog.solve("workset", tol=1e-8, increments="bfloat16")
+    assert res.details["working_set"][0] < len(prog.ineq) and res.details["rounds"] >= 2
+    assert res.details["face_operator"] == "FaceRows" and res.details["products_lowp"] > 0
+    assert_matches_clarabel(prog, res)
+
+
+def test_new_paths_on_ties_and_duplicates(monkeypatch):
+    from ntpbias.geometry import face_ops
+
+    monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
+    base = onehot_data(12, 10, 5, seed=6)
+    data = NTPData.from_arrays(torch.cat([base.H, base.H[:4], base.H[:2]]), torch.cat([base.P, base.P[:4], base.P[:2]]))
+    prog = program_of(data)
+    assert_matches_clarabel(prog, prog.solve("workset", tol=1e-8, increments="bfloat16"))
+
+
+def test_new_paths_report_not_separable(monkeypatch):
+    from ntpbias.geometry import face_ops
+
+    monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
+    prog = program_of(random_ntp(60, 3, 6, 3, seed=0))
+    with pytest.raises(NotSeparableError, match="not separable"):
+        prog.solve("workset", increments="bfloat16")
+    sol = solve_workset(prog, increments="bfloat16")
+    assert sol.diverged and math.isclose(float(sol.lam.sum()), 1.0, rel_tol=1e-9)
+    A = np.vstack([prog.ineq.to_sparse().toarray(), prog.eq.to_sparse().toarray()])
+    resid = np.linalg.norm(A.T @ np.r_[sol.lam.numpy(), sol.mu.numpy()])
+    assert resid <= DIVERGENCE_TOL * np.linalg.norm(A, axis=1).max() * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_face_rows_equal_the_dense_operator(dtype):
+    from ntpbias.geometry.face_ops import FaceRows, face_operator
+
+    data = uneven_data(40, 12, 9, seed=22)
+    cons = constraints(data)
+    A = cons.ineq.concat(cons.eq)
+    A = LogitGaps(A.H.to(dtype), A.rows, A.a, A.j, A.b, A.k).subset(torch.arange(len(A)) % 3 == 0)
+    F = FaceRows(A)
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(A.var_shape, generator=g, dtype=F64).to(dtype)
+    y = torch.randn(len(A), generator=g, dtype=F64).to(dtype)
+    tol = 1e-12 if dtype == F64 else 1e-4
+    assert float((F.apply(W) - A.apply(W)).abs().max()) <= tol * float(A.apply(W).abs().max())
+    assert float((F.adjoint(y) - A.adjoint(y)).abs().max()) <= tol * float(A.adjoint(y).abs().max())
+    assert F.apply(W).dtype == dtype and F.adjoint(y).dtype == dtype
+    assert face_operator(A, max_density=0.0) is A  # too dense: the rows themselves
+    cross = LogitGaps(A.H, A.rows, A.a, A.j, A.b, (A.k + 1) % A.H.shape[0])
+    assert face_operator(cross, max_density=1.0) is cross  # two contexts in a row: not a face of NTP rows
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cells_times_H_equals_the_dense_product(dtype, monkeypatch):
+    from ntpbias.geometry import face_ops
+
+    g = torch.Generator().manual_seed(3)
+    H = torch.randn(30, 8, generator=g, dtype=F64).to(dtype)
+    Lam = torch.randn(7, 30, generator=g, dtype=F64).to(dtype) * (torch.rand(7, 30, generator=g) < 0.15)
+    monkeypatch.setattr(face_ops, "SPARSE_W_MIN_WORK", 0)
+    got = face_ops.cells_times_H(Lam, H, max_density=1.0)
+    tol = 1e-12 if dtype == F64 else 1e-5
+    assert got.dtype == dtype and float((got - Lam @ H).abs().max()) <= tol * float((Lam @ H).abs().max())
+    assert torch.equal(face_ops.cells_times_H(Lam, H, max_density=0.0), Lam @ H)  # too dense: the dense product
+
+
+def test_increments_choice_and_errors(monkeypatch):
+    from ntpbias.geometry import lowp
+
+    assert lowp.increments_dtype("none", "cpu", torch.float32) is None
+    assert lowp.increments_dtype("bfloat16", "cpu", torch.float64) == torch.bfloat16
+    assert lowp.increments_dtype("auto", "cpu", torch.float64) is None  # float64 work stays exact
+    assert lowp.increments_dtype("auto", "cpu", torch.float32, left=torch.eye(2)) is None
+    monkeypatch.setitem(lowp._measured, "cpu", False)
+    assert lowp.increments_dtype("auto", "cpu", torch.float32) is None
+    monkeypatch.setitem(lowp._measured, "cpu", True)
+    assert lowp.increments_dtype("auto", "cpu", torch.float32) == torch.bfloat16
+    with pytest.raises(SolverError, match="increments"):
+        program_of(onehot_data(5, 8, 4, seed=0)).solve("workset", increments="half")
+
+
+def test_increments_off_and_dense_products_still_match(monkeypatch):
+    """increments="none", face_products=False: the previous method, unchanged."""
+    prog = program_of(onehot_data(40, 25, 7, seed=23))
+    res = prog.solve("workset", tol=1e-8, increments="none", face_products=False)
+    assert res.details["products_lowp"] == 0 and res.details.get("face_operator", "LogitGaps") == "LogitGaps"
+    assert_matches_clarabel(prog, res)

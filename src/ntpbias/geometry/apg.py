@@ -29,7 +29,9 @@ from dataclasses import dataclass
 import torch
 
 from .dual import DIVERGENCE_TOL, _drift, _form, _gordan_ratio, _residuals
+from .face_ops import cells_times_H
 from .gram import ConstraintOps
+from .lowp import Increments, increments_dtype
 
 #: Factor applied to the step constant L after an accepted step (a rejected one doubles it).
 STEP_DECAY = 0.9
@@ -41,6 +43,13 @@ STALL_BELOW = 1e-2
 #: A rejected step with ||ΔW|| below this multiple of the working precision's rounding of ||W|| is accepted
 #: (the test cannot resolve it; rejecting would only grow L without cause).
 ROUNDING_SLACK = 64.0
+#: Without a warm start, start from the first projected-gradient direction at its exact line-search length
+#: (the quadratic model makes it one product pair) instead of from zero.
+START_SCALED = True
+#: ``settle`` stops a run only once its residual is below this.
+SETTLE_BELOW = 1e-3
+#: Unit roundoff of the low-precision increments (bfloat16: 2^-8), for the same test on an increment.
+LOWP_EPS = 2.0 ** -8
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +67,10 @@ class APGRun:
         in the KKT certificate) <= ``tol``.
     stalled : bool
         Stopped because the residual stopped improving (the working precision's floor).
+    settled : bool
+        Stopped because the support of λ stopped changing (``settle`` of :func:`apg`).
+    face_changes : int
+        Rows whose λ > 0 changed between the last two checks that compared supports (-1: none did).
     diverged : bool
         (D) is unbounded: no W has a normalized margin above ``DIVERGENCE_TOL`` times the largest row norm.
     nonfinite : bool
@@ -82,10 +95,14 @@ class APGRun:
     step_constant: float
     gordan: float
     history: tuple[tuple[int, float], ...] = ()
+    products_lowp: int = 0
+    settled: bool = False
+    face_changes: int = -1
 
 
 def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None, mu0: torch.Tensor | None = None,
-        form: str = "auto", check_every: int = 5, patience: int = 8, verify=None) -> APGRun:
+        form: str = "auto", check_every: int = 5, patience: int = 8, verify=None,
+        increments: str | None = None, settle: float | None = None) -> APGRun:
     """Minimize -(D) of ``program`` (on its own device and dtype) by accelerated projected gradient with an
     adaptive step (module doc).
 
@@ -108,6 +125,14 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
         Decides whether candidate Gordan multipliers prove infeasibility (default: the dual method's rounding-safe
         test in the working precision, which float32 cannot pass; :mod:`ntpbias.geometry.workset` checks in
         float64 on the full program instead).
+    increments : "auto", "bfloat16", "none" or None
+        Between residual checks, compute the two products as a working-precision anchor plus a bfloat16 increment
+        (:mod:`ntpbias.geometry.lowp`; "auto": where bfloat16 is fast). Every check re-anchors, so the residuals
+        the run stops on are exact in the working precision.
+    settle : float or None
+        Also stop (``settled``) once the residual is below :data:`SETTLE_BELOW` and the support of λ changed in at
+        most this fraction of its rows since the previous check: the active face is identified, and the caller
+        finishes on it (the handover of :mod:`ntpbias.geometry.workset`).
 
     Examples
     --------
@@ -125,7 +150,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     ops = ConstraintOps.build(program.ineq, program.eq, device, dtype)
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
-    P = _form(ops, form, norms2)
+    P = _permuted(_form(ops, form, norms2))
     if not (math.isfinite(row_norm) and row_norm > 0):
         return _give_up(P, ops)
     D = P.scale
@@ -133,8 +158,27 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     project = _Projection(P)
     X = P.zeros() if lam0 is None else project(P.from_duals(lam0.to(device=device, dtype=dtype),
                                                               mu0.to(device=device, dtype=dtype)))
-    W, L = ops.primal(P.scatter(X))
-    products = 2
+    zero = not bool((X != 0).any())
+    if zero:  # W = 0 and L = 0 need no product
+        W = torch.zeros(ops.p if ops.left is None else ops.left.shape[1], ops.H.shape[1], dtype=dtype, device=device)
+        L = torch.zeros(ops.p, ops.H.shape[0], dtype=dtype, device=device)
+    else:
+        W, L = ops.primal(P.scatter(X))
+    products, lowp_products = 0 if zero else 2, 0
+    if START_SCALED and zero:  # from zero: the first projected-gradient direction, scaled
+        g0 = P.grad(L)
+        X1 = project(-D * g0)
+        W1, L1 = ops.primal(P.scatter(X1))
+        products += 2
+        w2, lin = float((W1 * W1).sum()), float((g0 * X1).sum())
+        if w2 > 0 and lin < 0 and math.isfinite(w2):  # -(D)(t X1) = t² w2 / 2 + t lin, a cone point for t >= 0
+            t1 = -lin / w2
+            X, W, L = t1 * X1, t1 * W1, t1 * L1
+            project.tau = None
+    low_dtype = increments_dtype(increments, device, dtype, left=ops.left)
+    inc = Increments(ops.H, low_dtype) if low_dtype is not None else None
+    if inc is not None:
+        inc.anchor(X, W, L)
     Z, Wz, Lz = X, W, L
     t, lip = 1.0, STEP_START
     best = (math.inf, X)
@@ -142,13 +186,22 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     ref = (0, X, W)
     threshold = DIVERGENCE_TOL * row_norm
     history: list[tuple[int, float]] = []
-    outcome = {"converged": False, "stalled": False, "diverged": None}
+    outcome = {"converged": False, "stalled": False, "diverged": None, "settled": False}
     it = 0
+    prev_face, face_changes = None, -1
     while True:
         if it % check_every == 0 or it >= max_iter:
             primal, cs, gap, gordan, drift, finite = _residuals(P, ops, X, W, L, ref[1], ref[2]).tolist()
             worst = max(primal, cs, gap)
             history.append((it, worst))
+            if settle is not None and worst <= SETTLE_BELOW:  # has the support of λ stopped changing?
+                face = P.duals(X)[0] > 0
+                if prev_face is not None:
+                    face_changes = int((face != prev_face).sum())
+                    if face_changes <= settle * int(face.sum()):
+                        outcome["settled"] = True
+                        break
+                prev_face = face
             if not finite:
                 return _give_up(P, ops, it, products, history)
             stalled = 0 if worst < 0.9 * best[0] or best[0] > STALL_BELOW else stalled + 1
@@ -174,36 +227,60 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
                 products += 2
                 break
         grad = P.grad(Lz)
+        # with increments, the step that lands on the next residual check is an anchor (measured: anchoring every
+        # second check only, or only below residual 1e-2, costs more steps than it saves)
+        exact = inc is None or (it + 1) % check_every == 0 or it + 1 >= max_iter
         while True:  # backtracking on the exact quadratic model
-            Xn = project(Z - (D / lip) * grad)
-            Wn = _primal_w(ops, P.scatter(Xn))
-            products += 1
+            Xn = project(torch.addcmul(Z, D, grad, value=-1.0 / lip))
+            if exact:
+                Wn = _primal_w(ops, P.scatter(Xn))
+                products += 1
+                floor = ROUNDING_SLACK * eps * float(torch.linalg.vector_norm(Wn))
+            else:
+                Wn = inc.primal_w(P.scatter, Xn)
+                lowp_products += 1
+                floor = ROUNDING_SLACK * LOWP_EPS * float(torch.linalg.vector_norm(Wn - inc.Wa))
             dX = Xn - Z
-            lhs = float(((Wn - Wz) ** 2).sum())
-            rhs = lip * float((dX * dX / D).sum())
-            if lhs <= rhs or lhs <= (ROUNDING_SLACK * eps) ** 2 * float((Wn * Wn).sum()) or lip > 1e12:
+            lhs = float(torch.linalg.vector_norm(Wn - Wz)) ** 2
+            rhs = lip * _scaled_sq(dX, D)
+            if lhs <= rhs or lhs <= floor ** 2 or lip > 1e12:
                 break
             lip *= 2.0
-        Ln = _logits(ops, Wn)
-        products += 1
-        restart = float(((Z - Xn) * (Xn - X)).sum()) > 0
+        if exact:
+            Ln = _logits(ops, Wn)
+            products += 1
+            if inc is not None:
+                inc.anchor(Xn, Wn, Ln)
+        else:
+            Ln = inc.logits(Wn)
+            lowp_products += 1
+        step = Xn - X
+        restart = float(torch.dot(dX.reshape(-1), step.reshape(-1))) < 0  # <Z - Xn, Xn - X> > 0
         tn = 1.0 if restart else (1 + math.sqrt(1 + 4 * t * t)) / 2
         beta = 0.0 if restart else (t - 1) / tn
-        Z = Xn + beta * (Xn - X)
-        Wz = Wn + beta * (Wn - W)
-        Lz = Ln + beta * (Ln - L)
+        if restart:
+            Z, Wz, Lz = Xn, Wn, Ln
+        else:  # Z = Xn + β (Xn - X), the same for W and L (lerp with weight 1 + β: one pass)
+            Z = torch.add(Xn, step, alpha=beta)
+            Wz = torch.lerp(W, Wn, 1 + beta)
+            Lz = torch.lerp(L, Ln, 1 + beta)
         X, W, L, t = Xn, Wn, Ln, tn
         lip *= STEP_DECAY
         it += 1
     lam, mu = P.duals(X) if outcome["diverged"] is None else outcome["diverged"]
-    gordan = _gordan_ratio(ops, P, lam, mu) / row_norm
+    if outcome["diverged"] is not None:  # recomputed from the multipliers, with its rounding bound
+        gordan = _gordan_ratio(ops, P, lam, mu) / row_norm
+    else:  # informative only (W is W(X), up to the increments' rounding between anchors)
+        total = float(lam.sum())
+        gordan = float(torch.linalg.vector_norm(W)) / total / row_norm if total > 0 else math.inf
     if outcome["diverged"] is not None:
         total = lam.sum()
         lam, mu = lam / total, mu / total
     return APGRun(lam=lam, mu=mu, iterations=it, products=products, converged=outcome["converged"],
                   stalled=outcome["stalled"], diverged=outcome["diverged"] is not None, nonfinite=False,
                   residual=history[-1][1] if history else math.inf, form=P.name, step_constant=lip,
-                  gordan=gordan, history=tuple(history))
+                  gordan=gordan, history=tuple(history), products_lowp=lowp_products,
+                  settled=outcome["settled"], face_changes=face_changes)
 
 
 class _Projection:
@@ -247,12 +324,50 @@ class _Projection:
         return Y * self.free + Y.clamp(max=0) * self.ineq
 
 
+def _permuted(P):
+    """``P``, or for a grouped form without padding whose cells are every logit cell (one-hot data) a
+    :class:`_Permuted` view of it."""
+    if P.name != "grouped" or not bool(P.valid.all()) or P.valid.numel() != P.ops.p * P.ops.H.shape[0]:
+        return P
+    cell = P.cell.reshape(-1)
+    return _Permuted(P, torch.empty_like(cell).index_copy_(0, cell, torch.arange(cell.numel(), device=cell.device)))
+
+
+class _Permuted:
+    """The grouped form ``P`` (:class:`ntpbias.geometry.dual._GroupForm`) whose scatter is a permutation of the
+    cells: done as a gather (``index_select``, several times faster than the scatter-add), and no padding to mask in
+    the gradient. Everything else is ``P``'s."""
+
+    def __init__(self, P, perm: torch.Tensor):
+        self._P, self._perm = P, perm
+
+    def __getattr__(self, name):
+        return getattr(self._P, name)
+
+    def scatter(self, X: torch.Tensor) -> torch.Tensor:
+        return X.reshape(-1).index_select(0, self._perm)
+
+    def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
+        return L.reshape(-1).index_select(0, self._P.cell.view(-1)).view(self._P.shape)
+
+    def grad(self, L: torch.Tensor) -> torch.Tensor:
+        return self.grad_quad(L).add_(self._P.c)
+
+
+def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:
+    """Σ dX² / D (the squared step in the scaled metric); one pass when D is constant along rows."""
+    if D.dim() == 2 and D.shape[1] == 1:
+        return float((torch.linalg.vector_norm(dX, dim=1) ** 2 / D[:, 0]).sum())
+    return float((dX * dX / D).sum())
+
+
 def _primal_w(ops: ConstraintOps, Lam: torch.Tensor) -> torch.Tensor:
-    """W = E^T Λ H (rows, c) for Λ (p * m,) flat: the first half of ``ConstraintOps.primal``."""
+    """W = E^T Λ H (rows, c) for Λ (p * m,) flat: the first half of ``ConstraintOps.primal`` (without a left factor
+    through Λ's nonzero cells where they are few: :func:`~ntpbias.geometry.face_ops.cells_times_H`)."""
     Lam = Lam.view(ops.p, -1)
     if ops.left is not None:
-        Lam = ops.left.T @ Lam
-    return Lam @ ops.H
+        return (ops.left.T @ Lam) @ ops.H
+    return cells_times_H(Lam, ops.H)
 
 
 def _logits(ops: ConstraintOps, W: torch.Tensor) -> torch.Tensor:

@@ -207,7 +207,7 @@ class _GroupForm:
     def detect(cls, ops: ConstraintOps) -> _GroupForm | None:
         """The grouped form when the scatter y -> Λ is injective (module doc) and the groups are not so uneven
         that padding them would cost more than 4x the cells, else None."""
-        if ops.R == 0 or torch.unique(ops.b_cell).numel() != ops.R or torch.isin(ops.b_cell, ops.a_cell).any():
+        if ops.R == 0 or ops.cells_shared():
             return None
         groups, gid = torch.unique(ops.a_cell, return_inverse=True)
         if len(groups) * (1 + int(torch.bincount(gid).max())) > 4 * (ops.R + len(groups)):

@@ -39,6 +39,16 @@ class ConstraintOps:
     def R(self) -> int:
         return int(self.a_cell.shape[0])
 
+    def cells_shared(self) -> bool:
+        """Whether two rows share their second cell or a second cell is some row's first cell (by counting cells: no
+        sort)."""
+        n = self.p * self.H.shape[0]
+        if int(torch.bincount(self.b_cell, minlength=n).max()) > 1:
+            return True
+        first = torch.zeros(n, dtype=torch.bool, device=self.b_cell.device)
+        first[self.a_cell] = True
+        return bool(first[self.b_cell].any())
+
     def primal(self, Lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(W, L) with W = E^T Λ H (rows, c) and L = E W H^T (p, m), for Λ (p * m,) flat."""
         Lam = Lam.view(self.p, -1)
@@ -118,8 +128,8 @@ def gram_preconditioner(A: LogitGaps):
 
 
 def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = None, rtol: float = 1e-12,
-               max_iter: int | None = None, precond=None,
-               check_every: int = 5) -> tuple[torch.Tensor, torch.Tensor, int]:
+               max_iter: int | None = None, precond=None, check_every: int = 5,
+               op=None, true_residual: bool = True) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Solve (A A^T) ν = rhs by preconditioned conjugate gradients, matrix-free and batched.
 
     Each iteration is one ``A.adjoint`` and one ``A.apply`` (two matrix products). A singular but consistent
@@ -134,6 +144,10 @@ def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = Non
     rtol : float, stop when ||rhs - A A^T ν|| <= rtol ||rhs|| for every batch element.
     max_iter : int, default 10 R + 100 (capped at 20000).
     precond : callable or None, default :func:`gram_preconditioner`.
+    op : object with ``apply`` and ``adjoint`` or None
+        The products to use for A (default: ``A``'s own; e.g. :func:`ntpbias.geometry.face_ops.face_operator`).
+    true_residual : bool
+        Report ||rhs - A A^T ν|| recomputed (two more products); False reports the recursively updated residual.
 
     Returns
     -------
@@ -142,8 +156,10 @@ def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = Non
     precond = precond or gram_preconditioner(A)
     max_iter = max_iter if max_iter is not None else min(20000, 10 * len(A) + 100)
 
+    op = A if op is None else op
+
     def G(v):
-        return A.apply(A.adjoint(v))
+        return op.apply(op.adjoint(v))
 
     def dot(u, v):
         return (u * v).sum(-1, keepdim=True)
@@ -170,7 +186,8 @@ def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = Non
         p = z + beta * p
         rz = rz_new
         it += 1
-    rel = (torch.linalg.vector_norm(rhs - G(x), dim=-1, keepdim=True) / denom).squeeze(-1)
+    final = rhs - G(x) if true_residual else r
+    rel = (torch.linalg.vector_norm(final, dim=-1, keepdim=True) / denom).squeeze(-1)
     return x, rel, it
 
 

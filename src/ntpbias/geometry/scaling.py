@@ -37,7 +37,7 @@ def data_scale(H: torch.Tensor) -> float:
     >>> data_scale(torch.tensor([[3.0, -1.0]])), data_scale(torch.tensor([[3e8, 1.0]]))
     (1.0, 268435456.0)
     """
-    top = float(H.abs().max()) if H.numel() else 0.0
+    top = max(float(H.max()), -float(H.min())) if H.numel() else 0.0  # no |H| copy: a large H is read twice
     if top == 0.0 or not math.isfinite(top) or UNIT_BAND[0] <= top <= UNIT_BAND[1]:
         return 1.0
     return math.ldexp(1.0, round(math.log2(top)))

@@ -244,7 +244,8 @@ class MarginProgram:
                     "certificate"
                 )
             lam, mu, iters = run.lam, run.mu, run.iterations
-            W = self._stack(lam, mu)
+            W = getattr(run, "W", None)  # the workset refinement's A^T y at these multipliers, if it has it
+            W = self._stack(lam, mu) if W is None else W
             status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
             details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
                        "dual_seconds": run.seconds, **getattr(run, "details", {})}

@@ -11,13 +11,16 @@ three stages, each cheaper per digit than the one before (docs/paper-a-linear-nt
    leave. A restricted problem that proves infeasible proves the full one infeasible (its Gordan multipliers,
    padded with zeros, are valid for every row).
 2. **Accelerated projected gradient with an adaptive step** (:func:`ntpbias.geometry.apg.apg`) on the dual of the
-   working set, in float32 by default, until its residual reaches :data:`HANDOVER_TOL` or stalls at the working
-   precision's floor. This identifies the active face.
+   working set, in float32 by default, its products between residual checks as float32 anchors plus bfloat16
+   increments where those are faster (:mod:`ntpbias.geometry.lowp`), until its residual reaches
+   :data:`HANDOVER_TOL`, or stalls at the working precision's floor, or (below 1e-3) the support of λ changes in at
+   most :data:`SETTLE_CHANGE` of its rows between two checks. This identifies the active face.
 3. **Face refinement** (a primal-dual active-set method with mixed-precision iterative refinement): with F the
    rows with positive multiplier (plus violated rows, plus every equality row), the face equations A_F(W) = [1; 0]
    at W = A_F^T ν are the Gram system (A_F A_F^T) ν = [1; 0]. Each round computes the residual in float64 on the
    full program (two products; every row's gap, so violated rows join F), solves for the correction by
-   preconditioned conjugate gradients in the working precision (:func:`~ntpbias.geometry.gram.gram_solve`), and
+   preconditioned conjugate gradients in the working precision (:func:`~ntpbias.geometry.gram.gram_solve`, through
+   the face's cells only where that is cheaper: :mod:`ntpbias.geometry.face_ops`), and
    clips negative multipliers to zero (their rows leave F). On the right face each round gains the digits the
    correction solve was asked for, so float32 inner solves reach float64 accuracy in two or three rounds.
 
@@ -38,7 +41,9 @@ import torch
 from ..errors import SolverError
 from .apg import APGRun, apg
 from .dual import DIVERGENCE_TOL, _warm_duals
+from .face_ops import cells_times_H, face_operator
 from .gram import ConstraintOps, gram_solve
+from .lowp import CHOICES as LOWP_CHOICES
 
 #: Programs with at most this many inequality rows are solved on all of them (no working set).
 ALL_ROWS_MAX = 4_000_000
@@ -52,8 +57,10 @@ ADD_BAND = 0.1
 ROUND_TOL = 1e-2
 #: A working-set row with zero multiplier for two rounds and gap above 1 + DROP_GAP leaves the working set.
 DROP_GAP = 0.5
-#: The accelerated-gradient stage hands over to face refinement at this residual (or at its precision's floor).
+#: The accelerated-gradient stage hands over to face refinement at this residual (or at its precision's floor), or
+#: earlier, below 1e-3, once the support of λ changed in at most SETTLE_CHANGE of its rows over the last 5 steps.
 HANDOVER_TOL = 1e-4
+SETTLE_CHANGE = 2.5e-4
 #: Cap on accelerated-gradient steps (all stages together) unless asked otherwise.
 WORKSET_MAX_ITER = 20000
 #: Face-refinement rounds before falling back to the accelerated gradient in float64, and conjugate-gradient
@@ -62,7 +69,17 @@ REFINE_ROUNDS = 10
 PCG_MAX_ITER = 1000
 #: Relative accuracy of the correction solve on a face seen for the first time (rows entered or left since the
 #: last round): loose, because the next round's residual tells whether the face is right.
-FRESH_FACE_RTOL = 1e-2
+FRESH_FACE_RTOL = 1e-3
+#: The first round's accuracy when the accelerated stage's last two supports differed in more than FACE_RIGHT of the
+#: face's rows (a face still moving: the round only shows which rows enter and leave).
+WRONG_FACE_RTOL = 3e-2
+FACE_RIGHT = 1e-4
+#: A correction solve on a settled face asks for RTOL_FACTOR * (target / residual) of relative accuracy: the
+#: residual that results was measured 2-15x below the target at RTOL_FACTOR = 0.3-1 on the one-hot benchmark sizes.
+RTOL_FACTOR = 0.5
+#: A face whose rows changed by at most this fraction since the last round counts as settled (solved to the accuracy
+#: the residual asks for): a handful of rows entering or leaving a large face moves the solution little.
+SETTLED_CHANGE = 1e-3
 #: Refinement aims below tol by this factor so that the caller's independent recomputation certifies.
 TARGET_FACTOR = 0.25
 
@@ -88,11 +105,13 @@ class WorksetSolution:
     lipschitz: float
     seconds: float
     details: dict = field(default_factory=dict)
+    W: torch.Tensor | None = None  # A_in^T λ + A_eq^T μ at the returned multipliers, when refinement computed it
 
 
 def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITER, warm_start=None,
                   dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
-                  working_set: str = "auto", check_every: int = 5) -> WorksetSolution:
+                  working_set: str = "auto", check_every: int = 5, increments: str = "auto",
+                  face_products: bool = True) -> WorksetSolution:
     """Solve the max-margin ``program`` by the working-set active-face method (module doc).
 
     Parameters
@@ -115,6 +134,13 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
         "all" solves on every row from the start; "auto" restricts beyond :data:`ALL_ROWS_MAX` rows.
     check_every : int
         Accelerated steps between residual checks.
+    increments : "auto", "bfloat16" or "none"
+        Between residual checks the accelerated gradient computes its products as a working-precision anchor plus a
+        bfloat16 increment (:mod:`ntpbias.geometry.lowp`); "auto" does so for float32 work where bfloat16
+        products are measured fast (CPUs with native bfloat16, GPUs).
+    face_products : bool
+        Let the refinement's conjugate gradients apply the face through its cells only where that is faster
+        (:func:`ntpbias.geometry.face_ops.face_operator`; False: always the dense products).
 
     Examples
     --------
@@ -130,6 +156,8 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
     start = time.perf_counter()
     if working_set not in ("auto", "all"):
         raise SolverError(f"unknown working_set {working_set!r}; choose auto or all")
+    if increments not in LOWP_CHOICES:
+        raise SolverError(f"unknown increments {increments!r}; choose one of {', '.join(LOWP_CHOICES)}")
     if isinstance(dtype, str):
         dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype, dtype)
     work_dtype = dtype or torch.float32
@@ -141,7 +169,8 @@ def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITE
     n_in = len(program.ineq)
     n_eq = 0 if program.eq is None else len(program.eq)
     stats = {"working_set": [], "rounds": 0, "apg_iterations": 0, "pcg_iterations": 0, "refine_rounds": 0,
-             "products": 0, "products_float64": 0, "handover_residual": math.nan}
+             "products": 0, "products_float64": 0, "products_lowp": 0, "handover_residual": math.nan,
+             "increments": increments, "face_products": face_products}
     try:
         work = program.to(device=work_device, dtype=work_dtype)
         lam = torch.zeros(n_in, dtype=work_dtype, device=work_device) if lam0 is None else \
@@ -208,12 +237,13 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
     below 1 - (the round's tolerance)."""
     ineq = work.ineq
     n_in = len(ineq)
+    increments = stats["increments"] if ineq.H.dtype == torch.float32 else "none"  # bfloat16 would overflow too
     if working_set == "all" or n_in <= ALL_ROWS_MAX:
         ws = torch.ones(n_in, dtype=torch.bool, device=lam.device)
     else:
         ws = _start_set(work, lam, mu)
         stats["products"] += 2
-    gid = torch.unique(ineq.a * ineq.H.shape[0] + ineq.j, return_inverse=True)[1]
+    gid = None  # rows' groups, for the working-set rounds (computed when a round first adds rows)
     idle = torch.zeros(n_in, dtype=torch.int8, device=lam.device)
     round_tol = tol if bool(ws.all()) else max(tol, ROUND_TOL)
     while True:
@@ -223,10 +253,12 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
         left = max(1, max_iter - stats["apg_iterations"])
         gordan.rows = ws
         run = apg(sub, tol=round_tol, max_iter=left, lam0=lam[ws], mu0=mu, form=form, check_every=check_every,
-                  verify=gordan)
+                  verify=gordan, increments=increments, settle=SETTLE_CHANGE)
         stats["apg_iterations"] += run.iterations
         stats["products"] += run.products
+        stats["products_lowp"] += run.products_lowp
         stats["handover_residual"] = run.residual
+        stats["handover_face_changes"] = run.face_changes
         if run.nonfinite:
             return run
         full = torch.zeros_like(lam)
@@ -246,6 +278,8 @@ def _accelerated(work, lam, mu, working_set, tol, max_iter, form, check_every, s
             round_tol = tol
             continue
         near = ~ws & (g < 1 + ADD_BAND)  # with the violated rows, the ones about to be: fewer rounds
+        if gid is None:
+            gid = torch.unique(ineq.a * ineq.H.shape[0] + ineq.j, return_inverse=True)[1]
         ws = ws | _top_per_group(torch.where(near, 1 - g, -math.inf), gid, ADD_PER_GROUP)
         idle = torch.where(ws & (lam == 0), idle + 1, torch.zeros_like(idle))
         ws = ws & ~((idle >= 2) & (g > 1 + DROP_GAP))
@@ -260,11 +294,18 @@ class _GordanCheck:
     def __init__(self, program):
         self.program = program
         self.rows = None
-        H = program.ineq.H
-        ops = ConstraintOps.build(program.ineq, program.eq, H.device, H.dtype)
-        self.row_norm = float(ops.row_sq_norms().max().sqrt()) if ops.R else 1.0
-        self.n_rows = ops.R
-        self.eps = torch.finfo(H.dtype).eps
+        self._row_norm = None
+        self.n_rows = program.n_rows
+        self.eps = torch.finfo(program.ineq.H.dtype).eps
+
+    @property
+    def row_norm(self) -> float:
+        """max_i ||A_i|| in the program's precision (computed on first use: most solves never need it)."""
+        if self._row_norm is None:
+            H = self.program.ineq.H
+            ops = ConstraintOps.build(self.program.ineq, self.program.eq, H.device, H.dtype)
+            self._row_norm = float(ops.row_sq_norms().max().sqrt()) if ops.R else 1.0
+        return self._row_norm
 
     def full(self, lam: torch.Tensor, mu: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         H = self.program.ineq.H
@@ -328,19 +369,21 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
     work_dtype = work.ineq.H.dtype
     prev_face = None
     for _ in range(REFINE_ROUNDS + 1):
-        W = program._stack(lam, mu)
+        W = _adjoint(program, lam, mu)
         g = ineq.apply(W)
         geq = eq.apply(W) if eq is not None else W.new_zeros(0)
         stats["products_float64"] += 2
         worst = _residual(W, g, geq, lam)
         stats["face_rows"] = int((lam > 0).sum())
         if worst <= target:
+            stats["_W"] = W
             return True, lam, mu
         if stats["refine_rounds"] >= REFINE_ROUNDS:
             return False, lam, mu
         stats["refine_rounds"] += 1
         face = (lam > 0) | (g < 1 - target)
-        settled = prev_face is not None and torch.equal(face, prev_face)
+        first = prev_face is None
+        settled = not first and int((face != prev_face).sum()) <= SETTLED_CHANGE * int(face.sum())
         prev_face = face
         rows = work.ineq.subset(face.to(work.ineq.a.device))
         if work.eq is not None:
@@ -349,19 +392,36 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
         scale = float(resid.abs().max())
         if not scale > 0:
             return False, lam, mu
-        rtol = min(0.1, max(1e-5 if work_dtype == torch.float32 else 1e-12, 0.3 * target / worst))
+        rtol = min(0.1, max(1e-5 if work_dtype == torch.float32 else 1e-12, RTOL_FACTOR * target / worst))
         if not settled:  # a face that just changed may change again: solve it loosely first
-            rtol = max(rtol, FRESH_FACE_RTOL)
+            moving = first and stats.get("handover_face_changes", -1) > FACE_RIGHT * int(face.sum())
+            rtol = max(rtol, WRONG_FACE_RTOL if moving else FRESH_FACE_RTOL)
+        op = face_operator(rows) if stats["face_products"] else rows
         delta, _, its = gram_solve(rows, (resid / scale).to(device=rows.H.device, dtype=work_dtype), rtol=rtol,
-                                   max_iter=PCG_MAX_ITER)
+                                   max_iter=PCG_MAX_ITER, op=op, true_residual=False)
+        stats["face_operator"] = type(op).__name__
         stats["pcg_iterations"] += its
-        stats["products"] += 2 * its + 2
+        stats["products"] += 2 * its
         nu = torch.cat([lam[face], mu]) + delta.to(lam) * scale
         n_face = int(face.sum())
         lam = torch.zeros_like(lam)
         lam[face] = nu[:n_face].clamp(min=0)
         mu = nu[n_face:]
     return False, lam, mu
+
+
+def _adjoint(program, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """A_in^T λ + A_eq^T μ; without left factors as one scatter into the logit cells and one product through the
+    nonzero ones (:func:`~ntpbias.geometry.face_ops.cells_times_H`: the multipliers vanish off the face)."""
+    ineq, eq = program.ineq, program.eq
+    if ineq.left is not None or (eq is not None and eq.left is not None):
+        return program._stack(lam, mu)
+    m = ineq.H.shape[0]
+    Lam = torch.zeros(ineq.rows * m, dtype=lam.dtype, device=lam.device)
+    Lam.index_add_(0, ineq.a * m + ineq.j, lam).index_add_(0, ineq.b * m + ineq.k, -lam)
+    if eq is not None:
+        Lam.index_add_(0, eq.a * m + eq.j, mu).index_add_(0, eq.b * m + eq.k, -mu)
+    return cells_times_H(Lam.view(ineq.rows, m), ineq.H)
 
 
 def _residual(W, g, geq, lam) -> float:
@@ -378,7 +438,8 @@ def _residual(W, g, geq, lam) -> float:
 
 def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> WorksetSolution:
     home = program.ineq.H
-    return WorksetSolution(
+    W = stats.pop("_W", None)
+    return WorksetSolution(W=W if converged and not diverged else None,
         lam=lam.to(device=home.device, dtype=home.dtype), mu=mu.to(device=home.device, dtype=home.dtype),
         iterations=stats["apg_iterations"] + stats["pcg_iterations"], converged=converged, diverged=diverged,
         gordan_residual=math.inf if run is None else run.gordan, form="" if run is None else run.form,
