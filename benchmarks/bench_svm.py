@@ -27,6 +27,8 @@ never fails on time.
 
 Run: python benchmarks/bench_svm.py [--sizes small,medium,large,onehot-a,onehot-b,onehot-c] [--huge]
      [--cap 120] [--no-clarabel] [--no-liblinear] [--analyze] [--json out.json]
+     python benchmarks/bench_svm.py --device cuda --sizes gpu,onehot-c,huge,huge-10x --no-clarabel   (a GPU: the
+     one-hot sizes on the GPU without peers, huge-10x the 10^7-variable size)
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ ONEHOT = {  # name: (m, d, V); |S_j| = 1
     "onehot-b": (5000, 2000, 50),
     "onehot-c": (20000, 2000, 100),
     "huge": (20000, 1000, 1000),
+    "huge-10x": (20000, 10000, 1000),  # 10^7 variables: with --device cuda
 }
 #: On the one-hot sizes Clarabel is not attempted above this many constraint nonzeros (the sparse matrix alone
 #: takes gigabytes; the smallest one-hot size, 7.6e7 nonzeros, shows what happens below it).
@@ -210,9 +213,9 @@ def onehot_rows(args, names) -> tuple[list, list]:
     rows, records = [], []
     for name in names:
         m, d, V = ONEHOT[name]
-        data = instance(name, args.seed)
-        ws, t_ws, c_ws = solve(data, "workset")
-        peers = name != "huge" or args.huge_peers
+        data = instance(name, args.seed).to(args.device)
+        ws, t_ws, c_ws = solve(data, "workset", device=args.device)
+        peers = args.device == "cpu" and (not name.startswith("huge") or args.huge_peers)
         lib = liblinear_cs(data, args.liblinear_C) if peers and not args.no_liblinear else None
         ref = clarabel_column(name, data, args, CLARABEL_MAX_NNZ) if peers else {"label": "not run", "seconds": None}
         det = ws.details
@@ -233,7 +236,7 @@ def onehot_rows(args, names) -> tuple[list, list]:
         rows.append([f"{name} ({m}, {d}, {V})", f"{V * d:,}", f"{m * (V - 1):,}", f"{t_ws:.3g} ({c_ws:.3g})",
                      f"{det['apg_iterations']} + {det['pcg_iterations']}",
                      f"{sets[-1]:,} / {det.get('face_rows', 0):,}", *lib_cols[:2], ref["label"], lib_cols[2],
-                     lib_cols[3], lib_cols[4], f"{ws.kkt.worst:.1e}", product_fraction(ws, V, d, m, "cpu")])
+                     lib_cols[3], lib_cols[4], f"{ws.kkt.worst:.1e}", product_fraction(ws, V, d, m, args.device)])
     header = ["size (m, d, V)", "variables", "constraints", "workset wall (CPU) s", "iters (AG + CG)",
               "working set / active rows", "liblinear CS wall (CPU) s", "speed-up wall (CPU)", "cvxpy+Clarabel (s)",
               "\\|\\|W\\|\\| rel. diff", "liblinear min margin", "liblinear epochs", "KKT worst", "matmul throughput"]
@@ -247,6 +250,9 @@ def main() -> None:
                         help=f"comma-separated subset of {','.join([*SIZES, *ONEHOT])} (default {default})")
     parser.add_argument("--huge", action="store_true", help="add the 10^6-variable one-hot size (20000, 1000, 1000)")
     parser.add_argument("--huge-peers", action="store_true", help="also run liblinear and Clarabel on it")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the workset method runs on the one-hot sizes (cuda: no peers; with huge-10x, the "
+                             "10^7-variable size)")
     parser.add_argument("--cap", type=float, default=120.0, help="seconds before cvxpy + Clarabel is killed")
     parser.add_argument("--mem-gb", type=float, default=8.0, help="address-space limit of the Clarabel subprocess")
     parser.add_argument("--no-clarabel", action="store_true", help="skip cvxpy + Clarabel")
@@ -270,7 +276,7 @@ def main() -> None:
     if args.huge and "huge" not in names:
         names.append("huge")
     ntp_svm(random_ntp(5, 6, 4, 2, seed=0), "dual")  # warm up torch's kernels and allocator
-    ntp_svm(random_ntp(5, 6, 4, 2, seed=0), "workset")
+    ntp_svm(random_ntp(5, 6, 4, 2, seed=0).to(args.device), "workset", device=args.device)
     load0 = os.getloadavg()[0]
     ntp_table, ntp_rec = ntp_rows(args, [n for n in names if n in SIZES])
     hot_table, hot_rec = onehot_rows(args, [n for n in names if n in ONEHOT])
@@ -288,7 +294,7 @@ def main() -> None:
                 print(f"analyze {rec['size']}: {time.perf_counter() - t0:.3g} s")
     if hot_rec:
         print_table(f"NTP-SVM on one-hot labels (Crammer-Singer without bias): workset vs liblinear CS, "
-                    f"C = {args.liblinear_C:g}, tol 1e-6 ({threads}, {load})", *hot_table)
+                    f"C = {args.liblinear_C:g}, tol 1e-6 ({threads}, {load}, workset on {args.device})", *hot_table)
         for rec in hot_rec:
             lib = rec["liblinear"]
             if lib is not None:
