@@ -19,6 +19,7 @@ from ntpbias.geometry import dual as dual_mod
 from ntpbias.geometry import svm as svm_mod
 from ntpbias.geometry.constraints import LogitGaps, constraints
 from ntpbias.geometry.dual import DIVERGENCE_TOL, solve_dual
+from ntpbias.geometry.dual_forms import dual_form
 from ntpbias.geometry.gram import ConstraintOps, gram_solve, min_norm_lstsq
 from ntpbias.geometry.separability import ntp_separability
 from ntpbias.geometry.svm import MarginProgram, ntp_svm
@@ -127,7 +128,7 @@ def test_group_projection_is_the_euclidean_projection():
     data = uneven_data(6, 8, 7, seed=11)
     prog = program_of(data)
     ops = ConstraintOps.build(prog.ineq, prog.eq, "cpu", F64)
-    P = dual_mod._form(ops, "grouped", ops.row_sq_norms())
+    P = dual_form(ops, "grouped", ops.row_sq_norms())
     X = torch.randn(P.shape, dtype=F64, generator=torch.Generator().manual_seed(0)) * 3
     Y = P.project(X)
     valid, ineq = P.valid.numpy(), P.ineq.numpy()

@@ -18,7 +18,8 @@ from ntpbias.geometry import svm as svm_mod
 from ntpbias.geometry import workset as ws_mod
 from ntpbias.geometry.apg import _Projection, apg
 from ntpbias.geometry.constraints import LogitGaps, constraints
-from ntpbias.geometry.dual import DIVERGENCE_TOL, _form
+from ntpbias.geometry.dual import DIVERGENCE_TOL
+from ntpbias.geometry.dual_forms import dual_form
 from ntpbias.geometry.gram import ConstraintOps
 from ntpbias.geometry.svm import MarginProgram, ntp_svm
 from ntpbias.geometry.workset import _top_per_group, solve_workset
@@ -211,7 +212,7 @@ def test_newton_projection_equals_the_sorting_projection():
     data = uneven_data(30, 5, 9, seed=10)
     cons = constraints(data)
     ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)
-    P = _form(ops, "grouped", ops.row_sq_norms())
+    P = dual_form(ops, "grouped", ops.row_sq_norms())
     project = _Projection(P)
     g = torch.Generator().manual_seed(0)
     for X in (torch.randn(P.shape, generator=g, dtype=F64), torch.zeros(P.shape, dtype=F64),
@@ -225,7 +226,7 @@ def test_permuted_scatter_equals_the_grouped_form():
 
     cons = constraints(onehot_data(30, 6, 7, seed=25))
     ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)
-    P = _form(ops, "grouped", ops.row_sq_norms())
+    P = dual_form(ops, "grouped", ops.row_sq_norms())
     Q = _permuted(P)
     assert Q is not P and Q.name == "grouped" and Q.shape == P.shape
     g = torch.Generator().manual_seed(2)
@@ -234,7 +235,7 @@ def test_permuted_scatter_equals_the_grouped_form():
     assert torch.equal(Q.scatter(X), P.scatter(X)) and torch.equal(Q.grad(L), P.grad(L))
     rows = cons.ineq.subset(torch.arange(len(cons.ineq)) % 3 > 0)  # a working set: padded groups, unchanged
     ops2 = ConstraintOps.build(rows, None, "cpu", F64)
-    P2 = _form(ops2, "grouped", ops2.row_sq_norms())
+    P2 = dual_form(ops2, "grouped", ops2.row_sq_norms())
     assert _permuted(P2) is P2
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .dual import DIVERGENCE_TOL, _drift, _form, _gordan_ratio, _residuals
+from .dual import DIVERGENCE_TOL, _drift, _gordan_ratio, _residuals
+from .dual_forms import dual_form
 from .face_ops import cells_times_H
 from .gram import ConstraintOps
 from .lowp import Increments, increments_dtype
@@ -150,7 +151,7 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     ops = ConstraintOps.build(program.ineq, program.eq, device, dtype)
     norms2 = ops.row_sq_norms()
     row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
-    P = _permuted(_form(ops, form, norms2))
+    P = _permuted(dual_form(ops, form, norms2))
     if not (math.isfinite(row_norm) and row_norm > 0):
         return _give_up(P, ops)
     D = P.scale
@@ -287,7 +288,7 @@ class _Projection:
     """The projection of the dual method's form; for the grouped form by Newton's method on the group root,
     warm-started from the previous call's roots.
 
-    The grouped projection (:meth:`ntpbias.geometry.dual._GroupForm.project`) needs the root τ of the decreasing
+    The grouped projection (:meth:`ntpbias.geometry.dual_forms.GroupForm.project`) needs the root τ of the decreasing
     concave piecewise-linear φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0) per group; the dual method sorts every
     group for it, which on (contexts, V) = (20000, 100) costs as much as half a matrix product. Newton's step from
     τ_k, with S_k = {inequality cells with x < τ_k}, is τ_{k+1} = (Σ_free x + Σ_{S_k} x) / (n_free + |S_k|) (the
@@ -334,7 +335,7 @@ def _permuted(P):
 
 
 class _Permuted:
-    """The grouped form ``P`` (:class:`ntpbias.geometry.dual._GroupForm`) whose scatter is a permutation of the
+    """The grouped form ``P`` (:class:`ntpbias.geometry.dual_forms.GroupForm`) whose scatter is a permutation of the
     cells: done as a gather (``index_select``, several times faster than the scatter-add), and no padding to mask in
     the gradient. Everything else is ``P``'s."""
 
