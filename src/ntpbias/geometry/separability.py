@@ -99,8 +99,8 @@ def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "aut
     ``method``: ``"auto"`` (the LP up to :data:`LP_MAX_NNZ` constraint nonzeros, the dual solver beyond),
     ``"lp"`` or ``"dual"``. ``lp_form`` (LP only): ``"auto"`` (the smaller of the next two), ``"margin"`` (one LP
     decides both ways, module docstring), ``"cokernel"`` (the Gordan alternative over the cokernel of H,
-    :mod:`ntpbias.geometry.cokernel`) or ``"feasibility"`` (the earlier two-LP path). ``solver_options`` (``dtype``, ``device``, ``max_iter``,
-    ``warm_start``) go to the dual solver.
+    :mod:`ntpbias.geometry.cokernel`) or ``"feasibility"`` (the earlier two-LP path). ``solver_options``
+    (``dtype``, ``device``, ``max_iter``, ``warm_start``) go to the dual solver.
 
     Examples
     --------
@@ -283,9 +283,9 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, step: int = 1
     Separability is monotone in d along nested coordinates (a separating W for d coordinates, padded with zero
     columns, separates with more), so a search suffices: starting at ``guess`` (e.g. the predicted threshold
     round(δ* m) of :func:`ntpbias.geometry.thresholds.separability_threshold`), steps of ``step``, 2 ``step``,
-    4 ``step``, ... away from it bracket d*, then bisection closes the bracket (:func:`smallest_true_from`). With a guess within g of d* this takes about 2 log2(g) + 2
-    verdicts, all near d* (the cheap end for small thresholds), instead of log2(d) starting at d/2; without a
-    guess it is the bisection on 0..d. d = 0 is not separable (all logits vanish); the full d is not assumed
+    4 ``step``, ... away from it bracket d*, then bisection closes the bracket (:func:`smallest_true_from`). With
+    a guess within g of d* this takes about 2 log2(g) + 2 verdicts, all near d* (the cheap end for small
+    thresholds), instead of log2(d) starting at d/2; without a guess it is the bisection on 0..d. d = 0 is not separable (all logits vanish); the full d is not assumed
     separable (it is, almost surely, for Gaussian H with d >= m: Lemma 1 of paper A).
 
     Parameters
