@@ -71,11 +71,13 @@ PAPER_CONFIGS = ((2, 1), (3, 1), (3, 2), (5, 1), (5, 2), (5, 4), (10, 1), (10, 2
 SCALE_GRID = {
     "smoke": {"configs": ((2, 1), (5, 1), (5, 2)), "m": (12,), "trials": 24, "cover_trials": 48},
     "quick": {"configs": ((2, 1), (10, 1), (10, 3), (10, 6)), "m": (40,), "trials": 60, "cover_trials": 200},
-    "paper": {"configs": PAPER_CONFIGS, "m": (50, 100, 200, 400), "trials": {50: 200, 100: 160, 200: 64, 400: 24},
+    "paper": {"configs": PAPER_CONFIGS, "m": (50, 100, 200, 400), "trials": {50: 200, 100: 120, 200: 48, 400: 24},
               "cover_trials": 1000,
-              "extra": {(2, 1): {800: 200}, (3, 1): {800: 40}, (3, 2): {800: 40}, (5, 2): {800: 24}},
-              "limits": {(20, 1, 400): 12, (20, 2, 400): 12, (20, 10, 400): 12, (20, 10, 200): 32,
-                         (20, 2, 200): 32, (20, 1, 200): 32}},
+              "extra": {(2, 1): {800: 100}, (3, 2): {800: 24}, (10, 9): {800: 12}},
+              "limits": {(2, 1, 400): 400,
+                         (20, 1, 200): 24, (20, 2, 200): 24, (20, 10, 200): 24, (20, 19, 200): 24,
+                         (20, 1, 400): 8, (20, 2, 400): 6, (20, 10, 400): 8, (20, 19, 400): 16,
+                         (10, 1, 400): 16, (10, 2, 400): 8, (10, 5, 400): 16}},
 }
 
 
@@ -124,8 +126,16 @@ def grid_points(scale: str) -> list[tuple[int, int, int, int]]:
 
 def group_configs(scale: str, seeds: int = 1) -> list[SeparabilityConfig]:
     """The configurations of ``reproduce separability`` at ``scale`` (``--seeds N`` multiplies the datasets)."""
-    return [SeparabilityConfig(V=V, support_size=k, m=m, scan=10 if scale == "paper" else 3, trials=max(1, seeds) * n)
+    return [SeparabilityConfig(V=V, support_size=k, m=m, scan=_scanned(scale, m), trials=max(1, seeds) * n)
             for V, k, m, n in grid_points(scale)]
+
+
+def _scanned(scale: str, m: int) -> int:
+    """Datasets per configuration whose verdicts are recomputed around d* (the consistency scan): 3 at quick scale;
+    at paper scale 10 up to m = 100, 3 at m = 200 and 1 beyond (each costs about 8 verdicts near d*)."""
+    if scale != "paper":
+        return 3
+    return 10 if m <= 100 else 3 if m <= 200 else 1
 
 
 def _saved_results(path, configs: list[SeparabilityConfig]) -> dict[tuple[int, int, int], list[TrialResult]]:
