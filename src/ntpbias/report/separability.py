@@ -122,8 +122,10 @@ def phase_figure(rows: list[dict]):
     for i, (V, ks) in enumerate(sorted(_by_V(rows).items())):
         color = COLORS[i % len(COLORS)]
         kk = np.arange(1, V)
-        left.plot(kk / V, [separability_threshold(V, int(k)) for k in kk], "-", color=color, lw=1.0, alpha=0.8)
-        right.plot(kk / V, [counting_bound(V, int(k)) for k in kk], "--", color=color, lw=0.9, alpha=0.8)
+        left.plot(kk / V, [separability_threshold(V, int(k)) for k in kk], "-", marker=".", ms=3, color=color, lw=1.0,
+                  alpha=0.8)
+        right.plot(kk / V, [counting_bound(V, int(k)) for k in kk], "--", marker=".", ms=3, color=color, lw=0.9,
+                   alpha=0.8)
         for ax, which in ((left, "d_sep"), (right, "d_comp")):
             for k in ks:
                 if which == "d_comp" and k == 1:
@@ -149,7 +151,8 @@ def phase_figure(rows: list[dict]):
 
 @plot("separability.extrapolation")
 def extrapolation_figure(rows: list[dict]):
-    """Per V: medians against 1/m with the fit in 1/m and the prediction at 1/m = 0; residuals of both forms."""
+    """Per V: medians against 1/m with the fit in 1/m and the prediction at 1/m = 0 (star); residuals of both forms
+    (filled: t_∞ + a/m; open, shifted right: t_∞ + a/sqrt(m)); open circles: sizes at the ceiling d* = m."""
     groups = sorted(_by_V(rows).items())
     fig, axes = new_figure(2, len(groups), width=2.8, height=2.6, gridspec_kw={"height_ratios": [2.2, 1]})
     for col, (V, ks) in enumerate(groups):
@@ -161,6 +164,9 @@ def extrapolation_figure(rows: list[dict]):
             med = np.array([p.median for p in c.points])
             err = np.array([[p.median - p.low for p in c.points], [p.high - p.median for p in c.points]])
             top.errorbar(x, med, yerr=err, fmt="o", ms=3, color=color, capsize=2, lw=0.8, label=f"|S| = {k}")
+            ceiling = [p.at_ceiling for p in c.points]
+            if any(ceiling):  # d* = m for half the datasets: a lower bound, left out of the fit
+                top.plot(x[ceiling], med[ceiling], "o", ms=5, mfc="white", color=color)
             top.plot([0], [c.prediction], "*", ms=8, color=color, mec="k", mew=0.4)
             for fit, marker in ((c.fit, "o"), (c.alternative, "s")):
                 if fit is None:
@@ -168,7 +174,8 @@ def extrapolation_figure(rows: list[dict]):
                 if marker == "o":
                     xx = np.linspace(0, x.max(), 50)
                     top.plot(xx, fit.t_inf + fit.slope * xx, "-", color=color, lw=0.9)
-                bottom.plot(1 / fit.m, fit.residuals, marker, ms=3.5, color=color,
+                shift = 0.0 if marker == "o" else 0.0004  # the alternative's residuals a little to the right
+                bottom.plot(1 / fit.m + shift, fit.residuals, marker, ms=3.5, color=color,
                             mfc=color if marker == "o" else "none", lw=0)
         bottom.axhline(0, color="grey", lw=0.8)
         for y in (-1.96, 1.96):
