@@ -172,7 +172,7 @@ def extrapolation_figure(rows: list[dict]):
                 if fit is None:
                     continue
                 if marker == "o":
-                    xx = np.linspace(0, x.max(), 50)
+                    xx = np.linspace(0, 1 / fit.m.min(), 50)
                     top.plot(xx, fit.t_inf + fit.slope * xx, "-", color=color, lw=0.9)
                 shift = 0.0 if marker == "o" else 0.0004  # the alternative's residuals a little to the right
                 bottom.plot(1 / fit.m + shift, fit.residuals, marker, ms=3.5, color=color,
