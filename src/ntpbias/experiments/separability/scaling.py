@@ -115,6 +115,16 @@ def compare(rows: list[dict], V: int, k: int, which: str = "d_sep") -> Compariso
                       predicted(V, k, which))
 
 
+def excess(rows: list[dict], V: int, k: int, which: str = "d_sep") -> list[tuple[int, int, float, float]]:
+    """(m, datasets, mean, standard deviation) of the excess dimensions d* - prediction x m at every size: flat in m
+    for a correction a/m to d*/m (it would grow like sqrt(m) for a/sqrt(m)), while its spread grows like sqrt(m)."""
+    out = []
+    for m in sorted({mm for VV, kk, mm in configurations(rows) if (VV, kk) == (V, k)}):
+        ex = critical(rows, V, k, m, which) - predicted(V, k, which) * m
+        out.append((m, len(ex), float(ex.mean()), float(ex.std(ddof=1)) if len(ex) > 1 else 0.0))
+    return out
+
+
 def pairs(rows: list[dict]) -> list[tuple[int, int]]:
     """The (V, k) present, by V then k."""
     return sorted({(V, k) for V, k, _ in configurations(rows)})
