@@ -176,8 +176,10 @@ def _support_rows(V=5, k=2, sizes=(50, 100, 200, 400), n=60, seed=1):
 
 def test_study_tables_checks_and_guesses_on_cover_rows():
     rows = _cover_rows() + _support_rows()
-    sep_table, comp_table = study_tables(rows)
+    sep_table, comp_table, excess_table = study_tables(rows)
     assert [r[:2] for r in sep_table.rows] == [(2, 1), (5, 2)] and [r[:2] for r in comp_table.rows] == [(5, 2)]
+    assert [r[:3] for r in excess_table.rows] == [(2, 1, "separable"), (5, 2, "separable"), (5, 2, "compatible")]
+    assert len(excess_table.rows[0]) == 3 + 4  # one column per size
     (check,) = study_checks(rows)
     assert check.kind == "theorem" and check.passed and abs(check.measured - 0.5) < 0.02
     c = scaling.compare(rows, 2, 1)
