@@ -68,6 +68,25 @@ def test_auto_form_takes_the_smaller_lp():
     assert auto.certified and auto.separable == ntp_separability(data, method="lp", lp_form="margin").separable
 
 
+def test_a_stalled_lp_attempt_falls_back_to_the_other_algorithm(monkeypatch):
+    from ntpbias.geometry import lp
+
+    calls = []
+    real = lp.linprog
+
+    def fake(c, *, method, options, **problem):
+        calls.append((method, options.get("time_limit")))
+        if len(calls) == 1:  # the first attempt "stalls"
+            return type("Stalled", (), {"status": lp.LIMIT_STATUS})()
+        return real(c, method=method, options=options, **problem)
+
+    monkeypatch.setattr(lp, "linprog", fake)
+    data = random_ntp(12, 8, 4, 2, seed=0)
+    result = ntp_separability(data, method="lp", lp_form="margin")
+    assert result.certified and result.separable == ntp_separability(data, method="lp", lp_form="cokernel").separable
+    assert calls[0][0] != calls[1][0] and calls[0][1] == calls[1][1] == lp.LP_ATTEMPT_SECONDS
+
+
 # ------------------------------------------------------------------------------------------------ search
 def test_search_from_a_guess_finds_every_threshold_with_few_evaluations():
     for answer in range(1, 42):

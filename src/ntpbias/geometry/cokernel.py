@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from .._tensor import to_numpy
 from ..data.ntp import NTPData
 from ..errors import SolverError
 from .constraints import NTPConstraints
+from .lp import highs_linprog
 
 #: singular values of H below this times the largest count as zero (H's rank decides the cokernel)
 RANK_RTOL = 1e-10
@@ -101,8 +101,8 @@ def cokernel_lp(data: NTPData, cons: NTPConstraints, *, algorithm: str = "highs-
     b_eq[0] = -1.0
     c = np.zeros(n)
     c[-1] = 1.0
-    res = linprog(c, A_ub=A_sign, b_ub=np.zeros(n_in), A_eq=A_eq, b_eq=b_eq,
-                  bounds=[(None, None)] * (V * r) + [(0.0, None)], method=algorithm)
+    res = highs_linprog(c, A_ub=A_sign, b_ub=np.zeros(n_in), A_eq=A_eq, b_eq=b_eq,
+                        bounds=[(None, None)] * (V * r) + [(0.0, None)], algorithm=algorithm)
     if res.status != 0:
         raise SolverError(f"the cokernel separability LP failed: {res.message}")
     if res.x[-1] > 0.5:  # ρ* = 1: separable; scipy's marginals are the negated multipliers

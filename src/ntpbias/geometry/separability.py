@@ -34,13 +34,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 import torch
-from scipy.optimize import linprog
 
 from ..data.ntp import NTPData
 from ..errors import SolverError
 from .cokernel import cokernel_lp, cokernel_nnz
 from .constraints import constraints
 from .dual import DIVERGENCE_TOL, solve_dual
+from .lp import highs_linprog
 from .scaling import in_user_units, normalized
 from .subspace import subspace
 from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
@@ -146,8 +146,8 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     r_in, n = A_in.shape
     b_eq = None if A_eq is None else np.zeros(A_eq.shape[0])
     if lp_form == "feasibility":
-        res = linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(r_in), A_eq=A_eq, b_eq=b_eq, bounds=(None, None),
-                      method="highs")
+        res = highs_linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(r_in), A_eq=A_eq, b_eq=b_eq, bounds=(None, None),
+                            algorithm="highs-ds")
         if res.status == 0:
             verdict = _separating_certificate(res.x, data, cons)
             if verdict is not None:
@@ -162,8 +162,8 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     A_eq1 = None if A_eq is None else sp.hstack([sp.csr_matrix((A_eq.shape[0], 1)), A_eq]).tocsr()
     rows = r_in + (0 if A_eq is None else A_eq.shape[0])
     algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and n >= IPM_MIN_COLUMNS else "highs-ds"
-    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(r_in), A_eq=A_eq1, b_eq=b_eq, bounds=[(None, 1.0)] + [(None, None)] * n,
-                  method=algorithm)
+    res = highs_linprog(c, A_ub=A_ub, b_ub=np.zeros(r_in), A_eq=A_eq1, b_eq=b_eq,
+                        bounds=[(None, 1.0)] + [(None, None)] * n, algorithm=algorithm)
     if res.status == 0 and res.x[0] > 0.5:  # s* = 1: the primal W separates
         verdict = _separating_certificate(res.x[1:], data, cons)
         if verdict is not None:
@@ -258,7 +258,7 @@ def _gordan_certificate(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, data: N
     rhs = np.zeros(M.shape[0])
     rhs[-1] = 1.0
     bounds = [(0, None)] * r_in + [(None, None)] * r_eq
-    res = linprog(np.zeros(r_in + r_eq), A_eq=M.tocsr(), b_eq=rhs, bounds=bounds, method="highs")
+    res = highs_linprog(np.zeros(r_in + r_eq), A_eq=M.tocsr(), b_eq=rhs, bounds=bounds, algorithm="highs-ds")
     if res.status != 0:
         raise SolverError(f"the separability LP was infeasible but no Gordan certificate was found: {res.message}")
     return _gordan_result(A_in, A_eq, res.x[:r_in], res.x[r_in:], data)
