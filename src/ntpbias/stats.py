@@ -7,6 +7,7 @@ number printed in a figure is the number a check graded.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -101,3 +102,63 @@ def cover_cdf(m: int, d) -> np.ndarray:
     """
     d = np.asarray(d)
     return np.where(d >= 1, _sp.binom.cdf(d - 1, m - 1, 0.5), 0.0)
+
+
+#: finite-size forms t(m) = t_inf + a x(m) of :func:`finite_size_fit`
+FINITE_SIZE_FORMS = {"1/m": lambda m: 1.0 / m, "1/sqrt(m)": lambda m: 1.0 / np.sqrt(m)}
+
+
+@dataclass(frozen=True)
+class FiniteSizeFit:
+    """t(m) = t_inf + a x(m) fitted by weighted least squares (:func:`finite_size_fit`).
+
+    ``se`` and ``slope_se`` are the standard errors of t_inf and a, inflated by sqrt(chi2 / dof) when the scatter
+    exceeds the error bars (the Birge ratio; never deflated). ``residuals``: (t - fit) / se per point.
+    """
+
+    form: str
+    t_inf: float
+    se: float
+    slope: float
+    slope_se: float
+    chi2: float
+    dof: int
+    m: np.ndarray
+    residuals: np.ndarray
+
+    @property
+    def p_value(self) -> float:
+        """P(chi2_dof >= chi2): how probable scatter this large is if the form is right (NaN without dof)."""
+        return float(_sp.chi2.sf(self.chi2, self.dof)) if self.dof > 0 else math.nan
+
+    def predict(self, m) -> np.ndarray:
+        """t_inf + a x(m)."""
+        return self.t_inf + self.slope * FINITE_SIZE_FORMS[self.form](np.asarray(m, dtype=float))
+
+
+def finite_size_fit(m, t, se, form: str = "1/m") -> FiniteSizeFit:
+    """Extrapolate thresholds t measured at sizes m (standard errors se) to m -> ∞ with t = t_inf + a x(m).
+
+    ``form``: ``"1/m"`` (x = 1/m) or ``"1/sqrt(m)"``. Weighted least squares with weights 1/se²; the covariance of
+    (t_inf, a) is (X^T W X)^{-1}, scaled by max(1, chi2/dof). Needs at least two distinct sizes.
+
+    >>> fit = finite_size_fit([50, 100, 200, 400], [0.52, 0.51, 0.505, 0.5025], [0.01, 0.01, 0.01, 0.01])
+    >>> round(fit.t_inf, 6), round(fit.slope, 6), round(fit.chi2, 12)
+    (0.5, 1.0, 0.0)
+    """
+    if form not in FINITE_SIZE_FORMS:
+        raise ValueError(f"unknown finite-size form {form!r}; choose {', '.join(FINITE_SIZE_FORMS)}")
+    m, t, se = (np.asarray(a, dtype=float) for a in (m, t, se))
+    if len(np.unique(m)) < 2:
+        raise ValueError("a finite-size fit needs thresholds at two or more sizes m")
+    x = FINITE_SIZE_FORMS[form](m)
+    X = np.stack([np.ones_like(x), x], axis=1)
+    w = 1.0 / se ** 2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ (X.T @ (w * t))
+    resid = (t - X @ coef) / se
+    chi2 = float(resid @ resid)
+    dof = len(t) - 2
+    inflate = max(1.0, chi2 / dof) if dof > 0 else 1.0
+    return FiniteSizeFit(form, float(coef[0]), float(math.sqrt(cov[0, 0] * inflate)), float(coef[1]),
+                         float(math.sqrt(cov[1, 1] * inflate)), chi2, dof, m, resid)

@@ -14,7 +14,10 @@ exceed out-of-support ones). Two methods:
   has A_in(W) > 0 and A_eq(W) = 0 (since then 0 = <W, A_in^T y + A_eq^T μ> = y^T A_in(W) > 0). When the duals
   miss the tolerance, a dedicated Gordan LP (find such y, μ) recomputes the certificate. Large LPs (from
   :data:`IPM_MIN_ROWS` rows and :data:`IPM_MIN_COLUMNS` columns) are solved by HiGHS's interior-point method with
-  crossover, small ones by dual simplex. ``lp_form="feasibility"`` is the earlier two-LP path (the feasibility LP
+  crossover, small ones by dual simplex. ``lp_form="cokernel"`` solves the Gordan alternative over the cokernel of
+  H instead (:mod:`ntpbias.geometry.cokernel`: (m - d) V variables, for supports near V and d near m thousands of
+  times smaller), with the same certificates checked the same way; ``lp_form="auto"`` (the default) takes the
+  form with fewer constraint nonzeros. ``lp_form="feasibility"`` is the earlier two-LP path (the feasibility LP
   A_in(W) >= 1, then the Gordan LP on infeasible data), kept as the reference of
   ``benchmarks/bench_separability.py``: it solves two LPs per non-separable verdict.
 * ``"dual"`` (large problems, where the LP's constraint matrix is too big): the matrix-free dual solver of the
@@ -31,12 +34,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 import torch
-from scipy.optimize import linprog
 
 from ..data.ntp import NTPData
 from ..errors import SolverError
+from .cokernel import cokernel_lp, cokernel_nnz
 from .constraints import constraints
 from .dual import DIVERGENCE_TOL, solve_dual
+from .lp import highs_linprog
 from .scaling import in_user_units, normalized
 from .subspace import subspace
 from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
@@ -46,6 +50,8 @@ from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
 CERT_TOL = 1e-7
 #: ``method="auto"`` solves the LP up to this many constraint-matrix nonzeros and uses the dual solver beyond.
 LP_MAX_NNZ = 300_000
+#: ``lp_form`` choices: ``auto`` takes the one of margin / cokernel with fewer constraint nonzeros
+LP_FORMS = ("auto", "margin", "cokernel", "feasibility")
 #: the margin LP uses HiGHS's interior-point method (with crossover) from this many rows and columns (V*d), dual
 #: simplex below. Measured on random NTP data near the threshold: IPM 1.2-3.5x faster with >= 1600 rows and >= 600
 #: columns, equal at ~1800 x 440, 1.2-2x slower with 800 rows (V = 2, m = 800; V = 5, |S_j| = 2, m = 200)
@@ -86,14 +92,15 @@ class SeparabilityResult:
     svm: SVMResult | None = None
 
 
-def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "margin",
+def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "auto",
                      **solver_options) -> SeparabilityResult:
     """Decide NTP-separability of ``data`` and return a checkable certificate.
 
     ``method``: ``"auto"`` (the LP up to :data:`LP_MAX_NNZ` constraint nonzeros, the dual solver beyond),
-    ``"lp"`` or ``"dual"``. ``lp_form`` (LP only): ``"margin"`` (one LP decides both ways, module docstring) or
-    ``"feasibility"`` (the earlier two-LP path). ``solver_options`` (``dtype``, ``device``, ``max_iter``,
-    ``warm_start``) go to the dual solver.
+    ``"lp"`` or ``"dual"``. ``lp_form`` (LP only): ``"auto"`` (the smaller of the next two), ``"margin"`` (one LP
+    decides both ways, module docstring), ``"cokernel"`` (the Gordan alternative over the cokernel of H,
+    :mod:`ntpbias.geometry.cokernel`) or ``"feasibility"`` (the earlier two-LP path). ``solver_options``
+    (``dtype``, ``device``, ``max_iter``, ``warm_start``) go to the dual solver.
 
     Examples
     --------
@@ -118,22 +125,29 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     cons = constraints(data)
     if method not in ("auto", "lp", "dual"):
         raise SolverError(f"unknown separability method {method!r}; choose auto, lp or dual")
-    if lp_form not in ("margin", "feasibility"):
-        raise SolverError(f"unknown separability lp_form {lp_form!r}; choose margin or feasibility")
+    if lp_form not in LP_FORMS:
+        raise SolverError(f"unknown separability lp_form {lp_form!r}; choose {', '.join(LP_FORMS)}")
     if len(cons.ineq) == 0:
         return SeparabilityResult(False, None, None, None, 0.0, True,
                                   "every context has full support: the entropy is attained at W* and no "
                                   "out-of-support token needs to be separated", method="trivial")
     program = MarginProgram(cons.ineq, cons.eq)
-    if method == "dual" or (method == "auto" and program.nnz > LP_MAX_NNZ):
+    if lp_form == "auto":
+        lp_form = "cokernel" if cokernel_nnz(data, cons) < program.nnz else "margin"
+    lp_nnz = cokernel_nnz(data, cons) if lp_form == "cokernel" else program.nnz
+    if method == "dual" or (method == "auto" and lp_nnz > LP_MAX_NNZ):
         return _dual_verdict(data, program, **solver_options)
+    if lp_form == "cokernel":
+        verdict = _cokernel_verdict(data, cons)
+        if verdict is not None:
+            return verdict
     A_in = cons.ineq.to_sparse()
     A_eq = cons.eq.to_sparse() if len(cons.eq) else None
     r_in, n = A_in.shape
     b_eq = None if A_eq is None else np.zeros(A_eq.shape[0])
     if lp_form == "feasibility":
-        res = linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(r_in), A_eq=A_eq, b_eq=b_eq, bounds=(None, None),
-                      method="highs")
+        res = highs_linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(r_in), A_eq=A_eq, b_eq=b_eq, bounds=(None, None),
+                            algorithm="highs-ds")
         if res.status == 0:
             verdict = _separating_certificate(res.x, data, cons)
             if verdict is not None:
@@ -148,8 +162,8 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     A_eq1 = None if A_eq is None else sp.hstack([sp.csr_matrix((A_eq.shape[0], 1)), A_eq]).tocsr()
     rows = r_in + (0 if A_eq is None else A_eq.shape[0])
     algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and n >= IPM_MIN_COLUMNS else "highs-ds"
-    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(r_in), A_eq=A_eq1, b_eq=b_eq, bounds=[(None, 1.0)] + [(None, None)] * n,
-                  method=algorithm)
+    res = highs_linprog(c, A_ub=A_ub, b_ub=np.zeros(r_in), A_eq=A_eq1, b_eq=b_eq,
+                        bounds=[(None, 1.0)] + [(None, None)] * n, algorithm=algorithm)
     if res.status == 0 and res.x[0] > 0.5:  # s* = 1: the primal W separates
         verdict = _separating_certificate(res.x[1:], data, cons)
         if verdict is not None:
@@ -164,6 +178,27 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     elif res.status != 4:  # 4 = HiGHS numerical trouble: let the Gordan LP decide
         raise SolverError(f"separability LP failed: {res.message}")
     return _gordan_certificate(A_in, A_eq, data)
+
+
+def _cokernel_verdict(data: NTPData, cons) -> SeparabilityResult | None:
+    """The verdict of the cokernel LP (:mod:`ntpbias.geometry.cokernel`) with its certificate checked on the
+    original constraints; None when the certificate misses the tolerance (the margin LP then decides)."""
+    rows = len(cons.ineq) + max(data.m - data.d, 0)
+    columns = data.V * max(data.m - data.d, 0)
+    algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and columns >= IPM_MIN_COLUMNS else "highs-ds"
+    sol = cokernel_lp(data, cons, algorithm=algorithm)
+    if sol.separable:
+        verdict = _separating_certificate(sol.W.reshape(-1), data, cons)
+        return verdict if verdict is not None and verdict.certified else None
+    dtype, device = data.H.dtype, data.H.device
+    y, mu = (torch.as_tensor(x, dtype=dtype, device=device) for x in (sol.y, sol.mu))
+    residual = cons.ineq.adjoint(y) + (cons.eq.adjoint(mu) if len(cons.eq) else 0)
+    resid = float(torch.linalg.vector_norm(residual))
+    if resid > CERT_TOL:
+        return None
+    return SeparabilityResult(False, None, y, mu, resid, True,
+                              "no W in F^⊥ separates in-support from out-of-support tokens (Gordan certificate from "
+                              "the cokernel LP: a convex combination of the separation constraints cancels out)")
 
 
 def _separating_certificate(x: np.ndarray, data: NTPData, cons) -> SeparabilityResult | None:
@@ -223,7 +258,7 @@ def _gordan_certificate(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, data: N
     rhs = np.zeros(M.shape[0])
     rhs[-1] = 1.0
     bounds = [(0, None)] * r_in + [(None, None)] * r_eq
-    res = linprog(np.zeros(r_in + r_eq), A_eq=M.tocsr(), b_eq=rhs, bounds=bounds, method="highs")
+    res = highs_linprog(np.zeros(r_in + r_eq), A_eq=M.tocsr(), b_eq=rhs, bounds=bounds, algorithm="highs-ds")
     if res.status != 0:
         raise SolverError(f"the separability LP was infeasible but no Gordan certificate was found: {res.message}")
     return _gordan_result(A_in, A_eq, res.x[:r_in], res.x[r_in:], data)
@@ -241,22 +276,24 @@ def _gordan_result(A_in: sp.csr_matrix, A_eq: sp.csr_matrix | None, y: np.ndarra
                               "convex combination of the separation constraints cancels out)")
 
 
-def critical_dimension(data: NTPData, guess: int | None = None, *, method: str = "lp",
+def critical_dimension(data: NTPData, guess: int | None = None, *, step: int = 1, method: str = "lp",
                        **options) -> tuple[int, dict[int, SeparabilityResult]]:
     """Smallest d such that the first d embedding coordinates of ``data`` are NTP-separable (nested dimensions).
 
     Separability is monotone in d along nested coordinates (a separating W for d coordinates, padded with zero
     columns, separates with more), so a search suffices: starting at ``guess`` (e.g. the predicted threshold
-    round(δ* m) of :func:`ntpbias.geometry.thresholds.separability_threshold`), steps of 1, 2, 4, ... away from it
-    bracket d*, then bisection closes the bracket. With a guess within g of d* this takes about 2 log2(g) + 2
-    verdicts, all near d* (the cheap end for small thresholds), instead of log2(d) starting at d/2; without a
-    guess it is the bisection on 0..d. d = 0 is not separable (all logits vanish); the full d is not assumed
-    separable (it is, almost surely, for Gaussian H with d >= m: Lemma 1 of paper A).
+    round(δ* m) of :func:`ntpbias.geometry.thresholds.separability_threshold`), steps of ``step``, 2 ``step``,
+    4 ``step``, ... away from it bracket d*, then bisection closes the bracket (:func:`smallest_true_from`). With
+    a guess within g of d* this takes about 2 log2(g) + 2 verdicts, all near d* (the cheap end for small
+    thresholds), instead of log2(d) starting at d/2; without a guess it is the bisection on 0..d. d = 0 is not
+    separable (all logits vanish); the full d is not assumed separable (it is, almost surely, for Gaussian H with
+    d >= m: Lemma 1 of paper A).
 
     Parameters
     ----------
     data : NTPData with embeddings H: (m, d)
     guess : first dimension tried, clipped to 1..d (default: none, plain bisection)
+    step : first step away from the guess (about the spread of d* around it)
     method, options : passed to :func:`ntp_separability`
 
     Returns
@@ -276,19 +313,35 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, method: str =
         return verdicts[d].separable
 
     if guess is None:  # plain bisection on (0, d_max + 1]
-        lo, hi = 0, d_max + 1
-    elif separable(g := min(max(int(guess), 1), d_max)):  # walk down until a non-separable d brackets d* in (lo, hi]
-        step = 1
-        hi, lo = g, g - 1
-        while separable(lo):
+        return smallest_true(separable, 0, d_max + 1), verdicts
+    return smallest_true_from(separable, guess, d_max, step=step), verdicts
+
+
+def smallest_true_from(pred, guess: int, d_max: int, *, step: int = 1) -> int:
+    """Smallest d in 1..d_max with pred(d) (d_max + 1 if none), for pred monotone in d, searched from ``guess``.
+
+    Steps of ``step``, 2 ``step``, 4 ``step``, ... away from the guess (clipped to 1..d_max) bracket the answer,
+    then :func:`smallest_true` closes the bracket: with the answer within g of the guess, about
+    2 + log2(g / step) + log2(step) evaluations, all near the answer. pred(0) is taken as false and pred(d_max + 1)
+    as true; neither is evaluated.
+
+    >>> calls = []
+    >>> smallest_true_from(lambda d: calls.append(d) or d >= 37, 30, 100, step=4), sorted(calls)
+    (37, [30, 34, 36, 37, 38, 42])
+    """
+    g = min(max(int(guess), 1), d_max)
+    step = max(int(step), 1)
+    if pred(g):  # walk down until a false d brackets the answer in (lo, hi]
+        hi, lo = g, max(g - step, 0)
+        while lo > 0 and pred(lo):
             hi, step = lo, 2 * step
             lo = max(hi - step, 0)
-    else:  # walk up until a separable dimension
-        lo, hi, step = g, min(g + 1, d_max + 1), 1
-        while hi <= d_max and not separable(hi):
+    else:  # walk up until a true d
+        lo, hi = g, min(g + step, d_max + 1)
+        while hi <= d_max and not pred(hi):
             lo, step = hi, 2 * step
             hi = min(lo + step, d_max + 1)
-    return smallest_true(separable, lo, hi), verdicts
+    return smallest_true(pred, lo, hi)
 
 
 def smallest_true(pred, lo: int, hi: int) -> int:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..experiments.separability import configurations, critical
+from ..experiments.separability.scaling import compare, pairs
 from ..geometry.subspace import counting_bound
+from ..geometry.thresholds import separability_threshold
 from ..stats import cover_cdf, fraction_curve, median_ci, wilson
 from .figures import new_figure
 from .plots import plot
@@ -100,4 +102,85 @@ def cover_figure(rows: list[dict]):
     ax.set(xlabel="d / m", ylabel="fraction separable", title="one-hot binary labels (V = 2, |S_j| = 1)",
            ylim=(-0.02, 1.02))
     ax.legend(fontsize=7)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ the large-m study
+def _by_V(rows: list[dict]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for V, k in pairs(rows):
+        out.setdefault(V, []).append(k)
+    return out
+
+
+@plot("separability.phase")
+def phase_figure(rows: list[dict]):
+    """Extrapolated thresholds against |S_j|/V per V (95% bars), largest-m medians, predicted curves; compatibility
+    against the counting bound."""
+    fig, axes = new_figure(1, 2, width=4.6, height=3.6)
+    left, right = axes[0]
+    for i, (V, ks) in enumerate(sorted(_by_V(rows).items())):
+        color = COLORS[i % len(COLORS)]
+        kk = np.arange(1, V)
+        left.plot(kk / V, [separability_threshold(V, int(k)) for k in kk], "-", marker=".", ms=3, color=color, lw=1.0,
+                  alpha=0.8)
+        right.plot(kk / V, [counting_bound(V, int(k)) for k in kk], "--", marker=".", ms=3, color=color, lw=0.9,
+                   alpha=0.8)
+        for ax, which in ((left, "d_sep"), (right, "d_comp")):
+            for k in ks:
+                if which == "d_comp" and k == 1:
+                    continue
+                c = compare(rows, V, k, which)
+                last = c.points[-1]
+                ax.errorbar([k / V + 0.006], [last.median], yerr=[[last.median - last.low], [last.high - last.median]],
+                            fmt="o", mfc="none", ms=4, color=color, capsize=2, lw=0.8)
+                if c.fit is not None:
+                    ax.errorbar([k / V], [c.fit.t_inf], yerr=[[1.96 * c.fit.se], [1.96 * c.fit.se]], fmt="s", ms=4,
+                                color=color, capsize=3, label=f"V = {V}" if ax is left and k == ks[0] else None)
+    left.plot([], [], "k-", lw=1.0, label="predicted δ*(V, k)")
+    left.plot([], [], "ks", ms=4, label="measured, m -> ∞")
+    left.plot([], [], "ko", mfc="none", ms=4, label="median d*/m, largest m")
+    right.plot([], [], "k--", lw=0.9, label="counting bound (k-1)/(V-1)")
+    left.set(xlabel="|S_j| / V", ylabel="threshold d / m", title="NTP-separability", xlim=(0, 1), ylim=(0, 1.02))
+    right.set(xlabel="|S_j| / V", ylabel="threshold d / m", title="NTP_H-compatibility", xlim=(0, 1),
+              ylim=(0, 1.02))
+    for ax in (left, right):
+        ax.legend(fontsize=6.5, loc="upper left")
+    return fig
+
+
+@plot("separability.extrapolation")
+def extrapolation_figure(rows: list[dict]):
+    """Per V: medians against 1/m with the fit in 1/m and the prediction at 1/m = 0 (star); residuals of both forms
+    (filled: t_∞ + a/m; open, shifted right: t_∞ + a/sqrt(m)); open circles: sizes at the ceiling d* = m."""
+    groups = sorted(_by_V(rows).items())
+    fig, axes = new_figure(2, len(groups), width=2.8, height=2.6, gridspec_kw={"height_ratios": [2.2, 1]})
+    for col, (V, ks) in enumerate(groups):
+        top, bottom = axes[0, col], axes[1, col]
+        for i, k in enumerate(ks):
+            color = COLORS[i % len(COLORS)]
+            c = compare(rows, V, k)
+            x = np.array([1 / p.m for p in c.points])
+            med = np.array([p.median for p in c.points])
+            err = np.array([[p.median - p.low for p in c.points], [p.high - p.median for p in c.points]])
+            top.errorbar(x, med, yerr=err, fmt="o", ms=3, color=color, capsize=2, lw=0.8, label=f"|S| = {k}")
+            ceiling = [p.at_ceiling for p in c.points]
+            if any(ceiling):  # d* = m for half the datasets: a lower bound, left out of the fit
+                top.plot(x[ceiling], med[ceiling], "o", ms=5, mfc="white", color=color)
+            top.plot([0], [c.prediction], "*", ms=8, color=color, mec="k", mew=0.4)
+            for fit, marker in ((c.fit, "o"), (c.alternative, "s")):
+                if fit is None:
+                    continue
+                if marker == "o":
+                    xx = np.linspace(0, 1 / fit.m.min(), 50)
+                    top.plot(xx, fit.t_inf + fit.slope * xx, "-", color=color, lw=0.9)
+                shift = 0.0 if marker == "o" else 0.0004  # the alternative's residuals a little to the right
+                bottom.plot(1 / fit.m + shift, fit.residuals, marker, ms=3.5, color=color,
+                            mfc=color if marker == "o" else "none", lw=0)
+        bottom.axhline(0, color="grey", lw=0.8)
+        for y in (-1.96, 1.96):
+            bottom.axhline(y, color="grey", lw=0.6, ls=":")
+        top.set(title=f"V = {V}", xlim=(-0.001, None), ylabel="median d*/m" if col == 0 else None)
+        bottom.set(xlabel="1 / m", xlim=top.get_xlim(), ylabel="residual / se" if col == 0 else None)
+        top.legend(fontsize=6, loc="best")
     return fig

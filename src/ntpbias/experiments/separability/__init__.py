@@ -34,11 +34,15 @@ Design (decisions where the paper is silent):
 * **Counting bound [derived].** Every generator (e_z - e_z') h̄^T of F has zero column sums, so
   dim F <= (V - 1) d, while compatibility with generic probabilities needs dim F = m (k - 1): d*_comp/m >=
   (k - 1)/(V - 1). It is drawn on the figures and checked on every trial.
+* **The large-m study (paper scale).** Every V in {2, 3, 5, 10, 20} with k in {1, 2, V/2, V - 1} at m = 50, 100,
+  200, 400 (800 for some): the thresholds are extrapolated to m -> ∞ with t_∞ + a/m and compared with the prediction
+  δ*(V, k) of :mod:`ntpbias.geometry.thresholds` (our derivation; Cover's 1/2 at V = 2, the one graded comparison)
+  and with the counting bound (:mod:`.scaling`; docs/separability.md).
 """
 
 from .checks import config_checks
 from .config import METHODS, SeparabilityConfig
-from .group import FIGURES, SCALE_GRID, group_configs, run_group, train_separability
+from .group import FIGURES, SCALE_GRID, check_grid, grid_points, group_configs, run_group, train_separability
 from .runs import (
     Trial,
     TrialResult,
@@ -53,6 +57,7 @@ from .runs import (
     trials_csv,
 )
 
-__all__ = ["FIGURES", "METHODS", "SCALE_GRID", "SeparabilityConfig", "Trial", "TrialResult", "config_checks",
-           "configurations", "critical", "critical_dimensions", "group_configs", "read_trials", "run_group",
+__all__ = ["FIGURES", "METHODS", "SCALE_GRID", "SeparabilityConfig", "Trial", "TrialResult", "check_grid",
+           "config_checks", "configurations", "critical", "critical_dimensions", "grid_points", "group_configs",
+           "read_trials", "run_group",
            "run_trials", "summarize", "train_separability", "trial_dataset", "trial_seed", "trials_csv"]

@@ -1,4 +1,4 @@
-"""Checks of one configuration's trials (pure functions of the trial results)."""
+"""Checks of one configuration's trials, and of the large-m study (pure functions of the trial results)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import numpy as np
 from scipy import stats
 
 from ...geometry.subspace import counting_bound
-from ...results import Check, check_at_least
+from ...results import Check, Table, check_at_least
 from ...stats import cover_cdf, dkw_bound, fraction_curve, median_ci
 from .runs import TrialResult, summarize
+from .scaling import FORM, Z_AGREE, Comparison, compare, excess, pairs
 
 
 def config_checks(name: str, results: list[TrialResult]) -> list[Check]:
@@ -53,3 +54,73 @@ def config_checks(name: str, results: list[TrialResult]) -> list[Check]:
                          premise_met=True, threshold_source="distribution-free 99% interval for the median"))
     return out
 
+
+
+# ------------------------------------------------------------------------------------------------ the large-m study
+def _fit_text(c: Comparison) -> str:
+    return "-" if c.fit is None else f"{c.fit.t_inf:.4f} ± {c.fit.se:.4f}"
+
+
+def _chi2(fit) -> str:
+    return "-" if fit is None or fit.dof <= 0 else f"{fit.chi2:.2f}/{fit.dof} (p = {fit.p_value:.2f})"
+
+
+def _largest(c: Comparison) -> str:
+    p = c.points[-1]
+    return f"{p.median:.3f} [{p.low:.3f}, {p.high:.3f}] (m = {p.m})"
+
+
+def study_tables(rows: list[dict]) -> list[Table]:
+    """The measured-vs-predicted tables of the large-m study: separability against δ*(V, k), compatibility against
+    the counting bound (findings: the predictions are our derivation, so these rows are not graded), and the excess
+    dimensions d* - prediction x m per size (the evidence for the 1/m form)."""
+    sep = [compare(rows, V, k) for V, k in pairs(rows)]
+    comp = [compare(rows, V, k, "d_comp") for V, k in pairs(rows) if k > 1]
+    sizes = {(c.V, c.k): ", ".join(f"{p.m}:{p.trials}" for p in c.points) for c in sep}
+    head = ("V", "|S_j|", "|S_j|/V", "sizes m:datasets", "median d*/m at the largest m [95%]",
+            f"t_∞ ± se (fit in {FORM})", f"chi2/dof in {FORM}", "chi2/dof in 1/sqrt(m)")
+    return [
+        Table("Large-m thresholds of NTP-separability against the prediction δ*(V, k) (findings, not graded)",
+              head + ("predicted δ*", "z", "verdict"),
+              tuple((c.V, c.k, round(c.k / c.V, 3), sizes[(c.V, c.k)], _largest(c), _fit_text(c), _chi2(c.fit),
+                     _chi2(c.alternative), round(c.prediction, 4), "-" if c.fit is None else round(c.z, 2), c.verdict)
+                    for c in sep)),
+        Table("Large-m thresholds of NTP_H-compatibility against the counting bound (k-1)/(V-1) (findings)",
+              head + ("(k-1)/(V-1)", "z", "verdict"),
+              tuple((c.V, c.k, round(c.k / c.V, 3), sizes[(c.V, c.k)], _largest(c), _fit_text(c), _chi2(c.fit),
+                     _chi2(c.alternative), round(c.prediction, 4), "-" if c.fit is None else round(c.z, 2), c.verdict)
+                    for c in comp)),
+        _excess_table(rows),
+    ]
+
+
+def _excess_table(rows: list[dict]) -> Table:
+    sizes = sorted({r["m"] for r in rows})
+    body = []
+    for V, k in pairs(rows):
+        for which, name in (("d_sep", "separable"), ("d_comp", "compatible")):
+            if which == "d_comp" and k == 1:
+                continue
+            cells = {m: f"{mean:+.2f} ± {sd:.2f}" for m, _, mean, sd in excess(rows, V, k, which)}
+            body.append((V, k, name, *(cells.get(m, "-") for m in sizes)))
+    return Table("Excess dimensions d* - prediction x m (mean ± standard deviation over the datasets; prediction: "
+                 "δ* m for separability, (k-1) m/(V-1) for compatibility)", ("V", "|S_j|", "property",
+                                                                              *(f"m = {m}" for m in sizes)),
+                 tuple(body))
+
+
+def study_checks(rows: list[dict]) -> list[Check]:
+    """The graded part of the study: for one-hot binary labels the extrapolated threshold must contain Cover's 1/2
+    (a theorem); every other comparison is a finding (:func:`study_tables`)."""
+    if not any(r["V"] == 2 and r["k"] == 1 for r in rows):
+        return []
+    c = compare(rows, 2, 1)
+    if c.fit is None:
+        return []
+    return [Check("V=2, |S|=1: Cover's threshold in the limit",
+                  f"t_∞ of the fit t(m) = t_∞ + a/m over m = {', '.join(str(p.m) for p in c.points)} lies within "
+                  f"{Z_AGREE} standard errors of Cover's 1/2", round(c.fit.t_inf, 5),
+                  f"|t_∞ - 1/2| <= {Z_AGREE} x {c.fit.se:.2g}", bool(c.agrees), "Remark 1 of paper A; Cover (1965)",
+                  kind="theorem", premise="one-hot binary labels, i.i.d. Gaussian embeddings; the 1/m form is exact "
+                  "for the median of Cover's finite-m law up to its rounding", premise_met=True,
+                  threshold_source="the fit's standard error (two-sided 95%)")]

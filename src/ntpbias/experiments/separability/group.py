@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 import numpy as np
 from scipy import stats
 
+from ...errors import ConfigError
 from ...geometry.thresholds import separability_threshold
 from ...io import ensure_dir, write_text
 from ...parallel import ExecutorConfig
 from ...results import FigureSpec, RunResult, Section, Table
 from ...stats import fraction_curve, wilson
 from ..base import Group, RunContext, register_group, register_trainer
-from .checks import config_checks
+from .checks import config_checks, study_checks, study_tables
 from .config import SeparabilityConfig
 from .runs import TrialResult, read_trials, run_trials, summarize, trials_csv
+from .scaling import next_guess
 
 
 # ------------------------------------------------------------------------------------------------ `train` (a cell)
@@ -55,45 +57,134 @@ FIGURES = {
     "separability-transition": "fraction of NTP-separable and NTP_H-compatible datasets against d/m",
     "separability-thresholds": "empirical thresholds (median d*/m, 95% interval) per (V, |S_j|) and m",
     "separability-cover": "one-hot binary: distribution of the critical d against Cover's exact law",
+    "separability-phase": "phase diagram: extrapolated thresholds against |S_j|/V per V, measured and predicted",
+    "separability-extrapolation": "finite-size extrapolation of the thresholds in 1/m, with residuals",
 }
-#: the phase diagram at each scale: (V, |S_j|) pairs, m values, datasets per configuration (the one-hot binary
-#: case, the reference for Cover's law, is cheap and gets more)
+#: the large-m study's (V, |S_j|): every V in {2, 3, 5, 10, 20} with |S_j| in {1, 2, V/2, V - 1}
+PAPER_CONFIGS = ((2, 1), (3, 1), (3, 2), (5, 1), (5, 2), (5, 4), (10, 1), (10, 2), (10, 5), (10, 9),
+                 (20, 1), (20, 2), (20, 10), (20, 19))
+#: the phase diagram at each scale: (V, |S_j|) pairs, sizes m, datasets per size (an int or {m: datasets}; the
+#: one-hot binary case, the reference for Cover's law, gets ``cover_trials``), ``extra`` sizes for some pairs
+#: ({(V, k): {m: datasets}}) and ``limits`` on the datasets of the costliest points ({(V, k, m): datasets}). Paper
+#: scale: d*/m concentrates like 1/sqrt(m), so fewer datasets at larger m keep the intervals comparable; the limits
+#: and extra sizes follow the measured cost per dataset (README, "The large-m study").
 SCALE_GRID = {
     "smoke": {"configs": ((2, 1), (5, 1), (5, 2)), "m": (12,), "trials": 24, "cover_trials": 48},
     "quick": {"configs": ((2, 1), (10, 1), (10, 3), (10, 6)), "m": (40,), "trials": 60, "cover_trials": 200},
-    "paper": {"configs": ((2, 1), (10, 1), (10, 2), (10, 3), (10, 6), (20, 1), (20, 5)), "m": (25, 50, 100),
-              "trials": 400, "cover_trials": 1000},
+    "paper": {"configs": PAPER_CONFIGS, "m": (50, 100, 200, 400), "trials": {50: 200, 100: 120, 200: 48, 400: 24},
+              "cover_trials": 1000,
+              "extra": {(2, 1): {800: 100}, (3, 2): {800: 24}, (10, 9): {800: 12}},
+              "limits": {(2, 1, 400): 400,
+                         (20, 1, 200): 24, (20, 2, 200): 24, (20, 10, 200): 24, (20, 19, 200): 24,
+                         (20, 1, 400): 8, (20, 2, 400): 6, (20, 10, 400): 8, (20, 19, 400): 16,
+                         (10, 1, 400): 16, (10, 2, 400): 8, (10, 5, 400): 16}},
 }
+
+
+def check_grid(grid: dict) -> None:
+    """Refuse a malformed scale grid (ConfigError naming the entry): 1 <= k < V, m >= 2, datasets >= 1, extra sizes
+    and limits only for listed pairs and sizes."""
+    configs = tuple(grid["configs"])
+    if not configs or len(set(configs)) != len(configs):
+        raise ConfigError(f"scale grid: configs must be a non-empty list without repeats, got {configs}")
+    for V, k in configs:
+        if not 1 <= k < V:
+            raise ConfigError(f"scale grid: need 1 <= |S_j| < V, got (V, |S_j|) = ({V}, {k})")
+    trials = grid["trials"]
+    sizes = set(grid["m"])
+    if any(m < 2 for m in sizes) or not sizes:
+        raise ConfigError(f"scale grid: sizes m must be >= 2, got {grid['m']}")
+    if isinstance(trials, dict) and set(trials) != sizes:
+        raise ConfigError(f"scale grid: datasets per size must name every size {sorted(sizes)}, got {sorted(trials)}")
+    counts = list(trials.values()) if isinstance(trials, dict) else [trials]
+    counts += [grid["cover_trials"]] + [n for ms in grid.get("extra", {}).values() for n in ms.values()]
+    counts += list(grid.get("limits", {}).values())
+    if any(n < 1 for n in counts):
+        raise ConfigError(f"scale grid: every number of datasets must be >= 1, got {counts}")
+    for pair, ms in grid.get("extra", {}).items():
+        if pair not in configs or any(m < 2 for m in ms):
+            raise ConfigError(f"scale grid: extra sizes {ms} for {pair}, which is not a listed pair or has m < 2")
+    for V, k, m in grid.get("limits", {}):
+        if (V, k) not in configs or m not in sizes | set(grid.get("extra", {}).get((V, k), {})):
+            raise ConfigError(f"scale grid: a limit for (V, |S_j|, m) = ({V}, {k}, {m}), which the grid does not run")
+
+
+def grid_points(scale: str) -> list[tuple[int, int, int, int]]:
+    """(V, |S_j|, m, datasets) of ``reproduce separability`` at ``scale``, by increasing m (so a smaller size of a
+    pair always runs first, and an interrupted run holds whole sizes)."""
+    grid = SCALE_GRID[scale]
+    check_grid(grid)
+    points = []
+    for V, k in grid["configs"]:
+        sizes = {m: grid["trials"][m] if isinstance(grid["trials"], dict) else grid["trials"] for m in grid["m"]}
+        sizes.update(grid.get("extra", {}).get((V, k), {}))
+        for m, n in sizes.items():
+            n = grid["cover_trials"] if (V, k) == (2, 1) and m not in grid.get("extra", {}).get((V, k), {}) else n
+            points.append((V, k, m, grid.get("limits", {}).get((V, k, m), n)))
+    return sorted(points, key=lambda p: (p[2], grid["configs"].index(p[:2])))
 
 
 def group_configs(scale: str, seeds: int = 1) -> list[SeparabilityConfig]:
     """The configurations of ``reproduce separability`` at ``scale`` (``--seeds N`` multiplies the datasets)."""
-    grid = SCALE_GRID[scale]
-    return [SeparabilityConfig(V=V, support_size=k, m=m, scan=10 if scale == "paper" else 3,
-                               trials=max(1, seeds) * grid["cover_trials" if (V, k) == (2, 1) else "trials"])
-            for m in grid["m"] for V, k in grid["configs"]]
+    return [SeparabilityConfig(V=V, support_size=k, m=m, scan=_scanned(scale, m), trials=max(1, seeds) * n)
+            for V, k, m, n in grid_points(scale)]
+
+
+def _scanned(scale: str, m: int) -> int:
+    """Datasets per configuration whose verdicts are recomputed around d* (the consistency scan): 3 at quick scale;
+    at paper scale 10 up to m = 100, 3 at m = 200 and none beyond (each costs about 8 verdicts near d*, several
+    minutes at m = 400 for V = 20)."""
+    if scale != "paper":
+        return 3
+    return 10 if m <= 100 else 3 if m <= 200 else 0
+
+
+def _saved_results(path, configs: list[SeparabilityConfig]) -> dict[tuple[int, int, int], list[TrialResult]]:
+    """Trials of an interrupted run (``--resume``): the configurations whose datasets are all in ``path``."""
+    if not path.exists():
+        return {}
+    rows = read_trials(path)
+    out = {}
+    for cfg in configs:
+        got = [r for r in rows if (r["V"], r["k"], r["m"]) == (cfg.V, cfg.support_size, cfg.m)]
+        if len(got) == cfg.trials:
+            out[(cfg.V, cfg.support_size, cfg.m)] = [TrialResult(**{f.name: r[f.name] for f in fields(TrialResult)})
+                                                      for r in sorted(got, key=lambda r: r["trial"])]
+    return out
 
 
 def run_group(ctx: RunContext) -> RunResult:
-    """Phase diagram of NTP-separability: all trials, saved per trial, figures from the saved table, checks."""
+    """Phase diagram of NTP-separability: all trials, saved per trial, figures from the saved table, checks.
+
+    The trials are saved after every configuration (``data/trials.csv``); ``--resume`` keeps those of an interrupted
+    run and computes the rest. The searches of a size start from the thresholds extrapolated from the smaller sizes
+    (:func:`~ntpbias.experiments.separability.scaling.next_guess`).
+    """
     out = ensure_dir(ctx.out)
+    path = ensure_dir(out / "data") / "trials.csv"
     configs = group_configs(ctx.scale, ctx.seeds)
-    executor = ExecutorConfig("local") if ctx.scale == "paper" else ExecutorConfig("inprocess")
+    executor = ctx.executor if ctx.executor.kind != "inprocess" or ctx.scale != "paper" else ExecutorConfig("local")
     section = Section("separability", "NTP-separability phase transition (open question 1 of paper A)",
                       description="Fraction of NTP-separable (Def. 2) and NTP_H-compatible (Def. 1) datasets with "
                                   "Gaussian embeddings and random supports as d/m varies; the one-hot binary case "
                                   "against Cover's threshold d/m = 1/2. Paper A proves d >= m sufficient (Lemma 1).")
+    saved = _saved_results(path, configs) if ctx.resume else {}
     results: list[TrialResult] = []
     t0 = time.perf_counter()
     for cfg in configs:
-        ctx.say(f"{cfg.label}, m = {cfg.m}: {cfg.trials} datasets")
-        batch = run_trials(cfg, executor)
+        key = (cfg.V, cfg.support_size, cfg.m)
+        if key in saved:
+            batch = saved[key]
+            ctx.say(f"{cfg.label}, m = {cfg.m}: {cfg.trials} datasets (saved)")
+        else:
+            ctx.say(f"{cfg.label}, m = {cfg.m}: {cfg.trials} datasets")
+            guess = next_guess([asdict(r) for r in results], cfg.V, cfg.support_size, cfg.m)
+            batch = run_trials(cfg, executor, guess)
         results.extend(batch)
         section.checks.extend(config_checks(f"{cfg.label}, m={cfg.m}", batch))
+        write_text(path, trials_csv(results))
     section.seconds = time.perf_counter() - t0
-    ensure_dir(out / "data")
-    write_text(out / "data" / "trials.csv", trials_csv(results))
-    saved = read_trials(out / "data" / "trials.csv")  # figures and tables come from the saved table
+    rows = read_trials(path)  # figures and tables come from the saved table
     summaries = [(cfg, summarize([r for r in results if (r.V, r.k, r.m) == (cfg.V, cfg.support_size, cfg.m)]))
                  for cfg in configs]
     cover = [(c, s) for c, s in summaries if (c.V, c.support_size) == (2, 1)]
@@ -114,36 +205,62 @@ def run_group(ctx: RunContext) -> RunResult:
          round(separability_threshold(c.V, c.support_size), 4), _interval(s, "compatible_threshold"),
          round(s["counting_bound"], 4), f"{s['certified']}/{s['lp_solves']}", round(s["seconds"], 1))
         for c, s in summaries)))
+    if len({c.m for c in configs}) > 1:
+        section.tables.extend(study_tables(rows))
+        section.checks.extend(study_checks(rows))
     section.notes.append("The large-m prediction δ* = (k - 1 + E|A|)/(V - 1) (ntpbias.geometry.thresholds) is our "
-                         "derivation (a cone-counting argument at the symmetric overlap, not a proof): it gives "
-                         "Cover's 1/2 for V = 2 and agrees with pilot extrapolations in m to within about 2 standard "
-                         "errors; finite m adds roughly a/m (docs/paper-a-linear-ntp.md#decisions, A-D19).")
+                         "derivation (a cone-counting argument at the symmetric overlap, not a proof; exact for V = 2 "
+                         "by Cover's theorem). No published formula for the exact one-hot threshold with three or "
+                         "more classes was found (Tan and Bellec 2023, §4, list it as open); see "
+                         "docs/paper-a-linear-ntp.md#decisions, A-D19.")
     total, certified = sum(s["lp_solves"] for _, s in summaries), sum(s["certified"] for _, s in summaries)
     section.facts.update({"datasets": len(results), "separability verdicts (LPs)": total,
                           "certified verdicts": certified, "executor": executor.describe(),
+                          "CPU seconds in the trials": round(sum(s["seconds"] for _, s in summaries), 1),
                           "largest compatible residual": _finite(max, (s["max_residual_compatible"]
                                                                        for _, s in summaries)),
                           "smallest incompatible residual": _finite(min, (s["min_residual_incompatible"]
                                                                           for _, s in summaries))})
-    if ctx.wants("separability-transition"):
-        section.plots.append(transition_figure(saved))
-    if ctx.wants("separability-thresholds"):
-        section.plots.append(FigureSpec(
-            "separability-thresholds", "Empirical thresholds",
-            "Median critical ratio d*/m (the d/m at which half the datasets are separable, resp. compatible) "
-            "with distribution-free 95% intervals, per (V, |S_j|) and number of contexts m. Dotted: Cover's "
-            "asymptotic 1/2 for one-hot binary labels; dashed: the counting bound (k-1)/(V-1) for compatibility.",
-            "separability.thresholds", {"rows": saved}))
-    if ctx.wants("separability-cover") and any(r["V"] == 2 and r["k"] == 1 for r in saved):
-        section.plots.append(FigureSpec(
-            "separability-cover", "One-hot binary: Cover's theorem",
-            "For V = 2 and |S_j| = 1 NTP-separability is homogeneous linear separability of m Gaussian points "
-            "with random labels; the measured fraction follows Cover's exact finite-m law (dotted) and its "
-            "threshold tends to d/m = 1/2.", "separability.cover", {"rows": saved}))
+    section.plots.extend(_figures(ctx, rows, multi_size=len({c.m for c in configs}) > 1))
     return RunResult(section, {f"V{c.V}-k{c.support_size}-m{c.m}": c for c in configs},
                      summary={"scale": ctx.scale, "summaries": [{**asdict(c), **s} for c, s in summaries]},
                      rows=[row for cfg in configs for row in _curve_rows(
                          [r for r in results if (r.V, r.k, r.m) == (cfg.V, cfg.support_size, cfg.m)])])
+
+
+def _figures(ctx: RunContext, rows: list[dict], multi_size: bool) -> list[FigureSpec]:
+    """The group's figures that ``ctx`` asks for, drawn from the saved rows."""
+    figs = []
+    if ctx.wants("separability-transition"):
+        figs.append(transition_figure(rows))
+    if ctx.wants("separability-thresholds"):
+        figs.append(FigureSpec(
+            "separability-thresholds", "Empirical thresholds",
+            "Median critical ratio d*/m (the d/m at which half the datasets are separable, resp. compatible) "
+            "with distribution-free 95% intervals, per (V, |S_j|) and number of contexts m. Dotted: Cover's "
+            "asymptotic 1/2 for one-hot binary labels; dashed: the counting bound (k-1)/(V-1) for compatibility.",
+            "separability.thresholds", {"rows": rows}))
+    if ctx.wants("separability-cover") and any(r["V"] == 2 and r["k"] == 1 for r in rows):
+        figs.append(FigureSpec(
+            "separability-cover", "One-hot binary: Cover's theorem",
+            "For V = 2 and |S_j| = 1 NTP-separability is homogeneous linear separability of m Gaussian points "
+            "with random labels; the measured fraction follows Cover's exact finite-m law (dotted) and its "
+            "threshold tends to d/m = 1/2.", "separability.cover", {"rows": rows}))
+    if multi_size and ctx.wants("separability-phase"):
+        figs.append(FigureSpec(
+            "separability-phase", "Phase diagram of NTP-separability and compatibility",
+            "Left: thresholds of NTP-separability extrapolated to m -> ∞ (t_∞ of t(m) = t_∞ + a/m, 95% bars) "
+            "against |S_j|/V, one colour per V; open markers: the median d*/m at the largest m (95% interval); lines: "
+            "the prediction δ*(V, k) (our derivation; Cover's 1/2 at V = 2). Right: the same for NTP_H-"
+            "compatibility against the counting bound (k-1)/(V-1) (dashed).", "separability.phase", {"rows": rows}))
+    if multi_size and ctx.wants("separability-extrapolation"):
+        figs.append(FigureSpec(
+            "separability-extrapolation", "Finite-size extrapolation",
+            "Top: median d*/m (95% intervals) against 1/m per (V, |S_j|), one panel per V, with the weighted fit "
+            "t_∞ + a/m (line, extended to 1/m = 0) and the prediction δ* (star at 1/m = 0). Bottom: standardized "
+            "residuals of the fit in 1/m (filled) and of the alternative t_∞ + a/sqrt(m) (open).",
+            "separability.extrapolation", {"rows": rows}))
+    return figs
 
 
 def transition_figure(rows: list[dict]) -> FigureSpec:

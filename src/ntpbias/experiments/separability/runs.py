@@ -18,8 +18,9 @@ import numpy as np
 
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp
-from ...geometry.separability import ntp_separability, smallest_true
-from ...geometry.subspace import counting_bound, subspace
+from ...geometry.separability import ntp_separability, smallest_true, smallest_true_from
+from ...geometry.subspace import counting_bound, dim_F, subspace
+from ...geometry.thresholds import separability_threshold
 from ...parallel import ExecutorConfig, map_tasks
 from ...stats import median_ci
 from .config import SeparabilityConfig
@@ -43,6 +44,9 @@ class Trial:
     dirichlet: float = 1.0
     method: str = "lp"
     scan: bool = False
+    guess_sep: int = 0  # first d tried by the search for d*_sep (0: plain bisection on 0..m)
+    guess_comp: int = 0  # the same for d*_comp
+    step: int = 1  # first step of the search away from its guess (about the spread of d*)
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,15 @@ def trial_dataset(task: Trial, d: int | None = None) -> NTPData:
 
 
 def critical_dimensions(task: Trial) -> TrialResult:
-    """Bisect on d for the trial's critical dimensions (module docstring); optionally scan around them."""
+    """The trial's critical dimensions (module docstring), searched from the trial's guesses
+    (:func:`~ntpbias.geometry.separability.smallest_true_from`; plain bisection without one); optionally a scan
+    around them.
+
+    Compatibility is decided by rank: with generic (Dirichlet) probabilities the equations (4) are solvable almost
+    surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.subspace.dim_F`, no Gram
+    matrix). On scanned trials the residual test of :func:`~ntpbias.geometry.subspace.subspace` is computed too and
+    must agree with it (its residuals are the ``residual_*`` columns).
+    """
     t0 = time.perf_counter()
     full = trial_dataset(task)
     cache: dict[int, NTPData] = {}
@@ -95,6 +107,7 @@ def critical_dimensions(task: Trial) -> TrialResult:
     comp: dict[int, bool] = {0: task.k == 1}
     counts = {"solves": 0, "certified": 0}
     residuals: dict[bool, list[float]] = {True: [], False: []}
+    equations = task.m * (task.k - 1)
 
     def data_at(d: int) -> NTPData:
         if d not in cache:
@@ -111,30 +124,63 @@ def critical_dimensions(task: Trial) -> TrialResult:
 
     def compatible(d: int) -> bool:
         if d not in comp:
-            F = subspace(data_at(d))
-            comp[d] = F.compatible
-            residuals[F.compatible].append(F.compatibility_residual)
+            comp[d] = dim_F(data_at(d)) == equations
         return comp[d]
 
-    d_sep = smallest_true(separable, 0, task.m)
-    d_comp = 0 if task.k == 1 else smallest_true(compatible, 0, task.m)
+    def residual_agrees(d: int) -> bool:
+        """The residual test of eq. (4) at d gives the rank verdict (scanned trials)."""
+        F = subspace(data_at(d))
+        residuals[F.compatible].append(F.compatibility_residual)
+        return F.compatible == compatible(d)
+
+    def search(pred, guess: int) -> int:
+        return smallest_true_from(pred, guess, task.m, step=task.step) if guess > 0 else smallest_true(pred, 0, task.m)
+
+    d_sep = search(separable, task.guess_sep)
+    d_comp = 0 if task.k == 1 else search(compatible, task.guess_comp)
     consistent = True
     if task.scan:
         for pred, d_star in ((separable, d_sep), (compatible, d_comp)):
             ds = set(range(max(1, d_star - SCAN_WIDTH), min(task.m, d_star + SCAN_WIDTH) + 1)) | {task.m}
             for d in sorted(ds):
                 consistent &= pred(d) == (d >= d_star)
+        if task.k > 1:
+            for d in sorted({max(1, d_comp - 1), d_comp, task.m}):
+                consistent &= residual_agrees(d)
     return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, counts["solves"], counts["certified"],
                        max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
                        task.scan, bool(consistent), time.perf_counter() - t0)
 
 
-def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inprocess") -> list[TrialResult]:
-    """Every trial of ``cfg`` on ``executor``, in trial order (a failed trial raises SolverError)."""
+@dataclass(frozen=True)
+class Guess:
+    """Where the searches of a configuration's trials start: d*_sep and d*_comp guesses and the first step."""
+
+    sep: int
+    comp: int
+    step: int
+
+
+def predicted_guess(V: int, k: int, m: int) -> Guess:
+    """Guesses from theory alone: round(δ*(V, k) m) (:func:`~ntpbias.geometry.thresholds.separability_threshold`),
+    just above the counting bound for compatibility, and a first step of about sqrt(m)/4 (d* spreads like
+    sqrt(m): for one-hot binary labels its standard deviation is sqrt(m - 1)/2, Cover's law)."""
+    return Guess(max(1, round(separability_threshold(V, k) * m)), max(1, math.ceil(counting_bound(V, k) * m) + 1),
+                 max(1, round(math.sqrt(m) / 4)))
+
+
+def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inprocess",
+               guess: Guess | None = None) -> list[TrialResult]:
+    """Every trial of ``cfg`` on ``executor``, in trial order (a failed trial raises SolverError).
+
+    ``guess``: where the searches start (default :func:`predicted_guess`). It changes how many verdicts a trial
+    takes, never its critical dimensions (the verdicts are exact and monotone in d).
+    """
     from ...errors import SolverError
 
-    tasks = [Trial(cfg.V, cfg.support_size, cfg.m, cfg.seed, t, cfg.dirichlet, cfg.method, t < cfg.scan)
-             for t in range(cfg.trials)]
+    g = guess or predicted_guess(cfg.V, cfg.support_size, cfg.m)
+    tasks = [Trial(cfg.V, cfg.support_size, cfg.m, cfg.seed, t, cfg.dirichlet, cfg.method, t < cfg.scan,
+                   g.sep, g.comp, g.step) for t in range(cfg.trials)]
     results: list[TrialResult | None] = [None] * len(tasks)
     for outcome in map_tasks(critical_dimensions, tasks, executor=executor):
         if not outcome.ok:
