@@ -141,8 +141,8 @@ def phase_figure(rows: list[dict]):
     left.plot([], [], "ks", ms=4, label="measured, m -> ∞")
     left.plot([], [], "ko", mfc="none", ms=4, label="median d*/m, largest m")
     right.plot([], [], "k--", lw=0.9, label="counting bound (k-1)/(V-1)")
-    left.set(xlabel="|S_j| / V", ylabel="threshold d / m", title="NTP-separability", xlim=(0, 1), ylim=(0, 1.02))
-    right.set(xlabel="|S_j| / V", ylabel="threshold d / m", title="NTP_H-compatibility", xlim=(0, 1),
+    left.set(xlabel="$|S_j|\\,/\\,V$", ylabel="threshold d / m", title="NTP-separability", xlim=(0, 1), ylim=(0, 1.02))
+    right.set(xlabel="$|S_j|\\,/\\,V$", ylabel="threshold d / m", title="NTP_H-compatibility", xlim=(0, 1),
               ylim=(0, 1.02))
     for ax in (left, right):
         ax.legend(fontsize=6.5, loc="upper left")
@@ -180,6 +180,11 @@ def extrapolation_figure(rows: list[dict]):
         bottom.axhline(0, color="grey", lw=0.8)
         for y in (-1.96, 1.96):
             bottom.axhline(y, color="grey", lw=0.6, ls=":")
+        if col == 0:  # what the markers mean, once
+            top.plot([], [], "k*", ms=8, label="predicted δ*(V, k)")
+            bottom.plot([], [], "ko", ms=3.5, lw=0, label="fit t_∞ + a/m")
+            bottom.plot([], [], "ks", ms=3.5, mfc="none", lw=0, label="fit t_∞ + a/sqrt(m)")
+            bottom.legend(fontsize=6, loc="lower left")
         top.set(title=f"V = {V}", xlim=(-0.001, None), ylabel="median d*/m" if col == 0 else None)
         bottom.set(xlabel="1 / m", xlim=top.get_xlim(), ylabel="residual / se" if col == 0 else None)
         top.legend(fontsize=6, loc="best")
