@@ -176,7 +176,7 @@ def _cover_rows(sizes=(50, 100, 200, 400), n=400, seed=0):
     rows = []
     for m in sizes:
         for t, d in enumerate(1 + rng.binomial(m - 1, 0.5, n)):
-            rows.append({"V": 2, "k": 1, "m": m, "trial": t, "d_sep": int(d), "d_comp": 0})
+            rows.append({"V": 2, "k": 1, "m": m, "trial": t, "d_sep": int(d), "d_comp": 0, "d_comp_bound": 0})
     return rows
 
 
@@ -187,17 +187,21 @@ def _support_rows(V=5, k=2, sizes=(50, 100, 200, 400), n=60, seed=1):
     rows = []
     for m in sizes:
         for t in range(n):
+            d_comp = int(math.ceil(t_comp * m) + rng.integers(0, 2))
             rows.append({"V": V, "k": k, "m": m, "trial": t,
                          "d_sep": int(min(m, round(t_sep * m + 2 + rng.normal(0, 0.3 * math.sqrt(m))))),
-                         "d_comp": int(math.ceil(t_comp * m) + rng.integers(0, 2))})
+                         "d_comp": d_comp, "d_comp_bound": d_comp - int(t % 4 == 0)})
     return rows
 
 
 def test_study_tables_checks_and_guesses_on_cover_rows():
     rows = _cover_rows() + _support_rows()
-    sep_table, comp_table, excess_table = study_tables(rows)
+    sep_table, comp_table, excess_table = study_tables(rows, limit_sizes=(2000,))
     assert [r[:2] for r in sep_table.rows] == [(2, 1), (5, 2)] and [r[:2] for r in comp_table.rows] == [(5, 2)]
-    assert [r[:3] for r in excess_table.rows] == [(2, 1, "separable"), (5, 2, "separable"), (5, 2, "compatible")]
+    assert comp_table.rows[0][-2] == "180/240"  # d*_comp = the bound on 3 trials in 4 (_support_rows)
+    assert 0 <= comp_table.rows[0][-1] < 2  # the support-count bound at m = 2000: within dimensions of (k-1)m/(V-1)
+    assert [r[:3] for r in excess_table.rows] == [(2, 1, "separable"), (5, 2, "separable"), (5, 2, "compatible"),
+                                                  (5, 2, "support-count bound")]
     assert len(excess_table.rows[0]) == 3 + 4  # one column per size
     (check,) = study_checks(rows)
     assert check.kind == "theorem" and check.passed and abs(check.measured - 0.5) < 0.02
@@ -209,7 +213,7 @@ def test_study_tables_checks_and_guesses_on_cover_rows():
 
 
 def test_a_size_at_the_ceiling_is_left_out_of_the_fit():
-    rows = [{"V": 3, "k": 2, "m": 10, "trial": t, "d_sep": 10, "d_comp": 6} for t in range(9)]
+    rows = [{"V": 3, "k": 2, "m": 10, "trial": t, "d_sep": 10, "d_comp": 6, "d_comp_bound": 6} for t in range(9)]
     rows += _support_rows(3, 2, (40, 80, 160), n=30)
     c = scaling.compare(rows, 3, 2)
     assert c.points[0].at_ceiling and list(c.fit.m) == [40, 80, 160]
@@ -233,3 +237,14 @@ def test_resume_keeps_whole_configurations(tmp_path):
     assert list(saved) == [(2, 1, 8)]
     key = [(r.trial, r.d_sep, r.d_comp, r.solves, r.certified, r.seconds) for r in done]
     assert [(r.trial, r.d_sep, r.d_comp, r.solves, r.certified, r.seconds) for r in saved[(2, 1, 8)]] == key
+
+
+def test_resume_refuses_a_table_from_an_older_version(tmp_path):
+    cfg = sep.SeparabilityConfig(V=2, support_size=1, m=8, trials=2, scan=0)
+    text = sep.trials_csv(sep.run_trials(cfg)).splitlines()
+    drop = text[0].split(",").index("d_comp_bound")
+    path = tmp_path / "trials.csv"
+    path.write_text("\n".join(",".join(c for i, c in enumerate(line.split(",")) if i != drop) for line in text),
+                    encoding="utf-8")
+    with pytest.raises(ConfigError, match="d_comp_bound"):
+        group._saved_results(path, [cfg])

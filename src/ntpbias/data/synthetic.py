@@ -33,9 +33,7 @@ def random_ntp(m: int = 50, d: int = 60, V: int = 10, support_size: int = 6, *, 
         raise ValueError(f"support_size must lie in 1..V={V}, got {support_size}")
     gen = torch.Generator().manual_seed(seed)
     H = embedding_scale * torch.randn(m, d, generator=gen, dtype=torch.float64)
-    order = torch.argsort(torch.rand(m, V, generator=gen, dtype=torch.float64), dim=1)
-    support = torch.zeros(m, V, dtype=torch.bool)
-    support.scatter_(1, order[:, :support_size], True)
+    support = random_supports(m, V, support_size, gen)
     gamma = torch._standard_gamma(torch.full((m, V), float(dirichlet), dtype=torch.float64), generator=gen)
     weights = torch.where(support, gamma, torch.zeros_like(gamma))
     P = weights / weights.sum(1, keepdim=True)
@@ -48,6 +46,16 @@ def random_ntp(m: int = 50, d: int = 60, V: int = 10, support_size: int = 6, *, 
         raise ValueError(f"pi must be 'uniform' or 'dirichlet', got {pi!r}")
     return NTPData.from_arrays(H.to(dtype), P.to(dtype), pis, dtype=dtype, source="random_ntp",
                                vocab=[str(v + 1) for v in range(V)])
+
+
+def random_supports(m: int, V: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """(m, V) bool: each row a uniformly random k-subset of the V tokens (the supports of :func:`random_ntp`).
+
+    >>> random_supports(3, 5, 2, torch.Generator().manual_seed(0)).sum(1).tolist()
+    [2, 2, 2]
+    """
+    order = torch.argsort(torch.rand(m, V, generator=generator, dtype=torch.float64), dim=1)
+    return torch.zeros(m, V, dtype=torch.bool).scatter_(1, order[:, :k], True)
 
 
 #: Supports of the 2D example (1-based tokens, docs/paper-a-linear-ntp.md#experiments-and-figures): A = {2,3,4}, B =

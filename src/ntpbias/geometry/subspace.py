@@ -182,3 +182,40 @@ def counting_bound(V: int, k: int) -> float:
     0.5555555555555556
     """
     return (k - 1) / (V - 1)
+
+
+def support_count_bound(support: torch.Tensor) -> int:
+    """A lower bound on the smallest d at which data with these supports can be NTP_H-compatible (our derivation).
+
+    support: (m, V) bool, row j = S_j. For embeddings in general position (every set of rows of H, m x d, has full
+    rank) the equations (4) are independent, which compatibility with generic probabilities needs, only if
+    d >= this bound, the larger of:
+
+    * Σ_v (n_v - d)_+ <= m - d, with n_v = #{j : v ∈ S_j}. The kernel of (a_j) ↦ Σ_j a_j h̄_j^T (a_j supported on
+      S_j, 1^T a_j = 0) contains every U whose row v restricted to the contexts J_v = {j : v ∈ S_j} lies in the left
+      null space of H[J_v] (dimension (n_v - d)_+) and whose column sums 1^T U vanish; those column sums lie in the
+      left null space of H (dimension m - d), so the kernel has dimension >= Σ_v (n_v - d)_+ - (m - d).
+    * d >= c for c >= 2 contexts sharing one support of size >= 2 (their equations span (k - 1) min(c, d)
+      dimensions).
+
+    With random supports of size k, n_v / m -> k/V and the first condition tends to d/m >= (k - 1)/(V - 1)
+    (:func:`counting_bound`), with a correction from the fluctuations of n_v of order sqrt(m k/V) that matters
+    while m/(V (V - 1)) is below it (k near V). Singleton supports give 0 (F = {0}). The tests compare it with the
+    rank of eq. (4) (:func:`dim_F`) on random data.
+
+    >>> support_count_bound(torch.tensor([[1, 1, 0], [1, 1, 0], [0, 1, 1]], dtype=torch.bool))  # a support twice
+    2
+    """
+    S = support.to(torch.bool)
+    m = S.shape[0]
+    n = S.sum(0)
+    # f(d) = Σ_v (n_v - d)_+ - (m - d) for d = 0..m from the histogram of n (suffix sums): non-increasing in d
+    hist = torch.bincount(n, minlength=m + 1).to(torch.float64)
+    t = torch.arange(m + 1, dtype=torch.float64)
+    above = hist.flip(0).cumsum(0).flip(0) - hist  # #{v : n_v > d}
+    mass = (hist * t).flip(0).cumsum(0).flip(0) - hist * t  # Σ_{n_v > d} n_v
+    f = mass - t * above - (m - t)
+    d_all = int(torch.nonzero(f <= 0)[0])
+    shared = S[S.sum(1) >= 2]
+    repeats = int(torch.unique(shared, dim=0, return_counts=True)[1].max()) if len(shared) else 0
+    return max(d_all, repeats if repeats >= 2 else 0)

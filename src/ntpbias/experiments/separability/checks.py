@@ -9,7 +9,7 @@ from ...geometry.subspace import counting_bound
 from ...results import Check, Table, check_at_least
 from ...stats import cover_cdf, dkw_bound, fraction_curve, median_ci
 from .runs import TrialResult, summarize
-from .scaling import FORM, Z_AGREE, Comparison, compare, excess, pairs
+from .scaling import FORM, Z_AGREE, Comparison, compare, excess, pairs, support_bound_ratio
 
 
 def config_checks(name: str, results: list[TrialResult]) -> list[Check]:
@@ -36,6 +36,14 @@ def config_checks(name: str, results: list[TrialResult]) -> list[Check]:
                                   "our derivation (docs/paper-a-linear-ntp.md)", kind="theorem",
                                   premise="generic in-support probabilities (Dirichlet draws)", premise_met=True,
                                   threshold_source="the derived bound, exact up to round-off"))
+        below = sum(r.d_comp < r.d_comp_bound for r in results)
+        out.append(Check(f"{name}: support-count bound", "d*_comp >= the support-count bound of each trial's supports "
+                         "(Σ_v (n_v - d)_+ <= m - d; repeated supports need d >= their count)",
+                         f"{len(results) - below}/{len(results)}", "all", below == 0,
+                         "our derivation (docs/separability.md)", kind="theorem",
+                         premise="Gaussian embeddings (every set of rows of H has full rank almost surely), generic "
+                                 "in-support probabilities", premise_met=True,
+                         threshold_source="exact (every trial)"))
     if k == 1 and V == 2:
         d, frac = fraction_curve(np.array([r.d_sep for r in results]), m)
         gap = float(np.max(np.abs(frac - cover_cdf(m, d))))
@@ -70,10 +78,11 @@ def _largest(c: Comparison) -> str:
     return f"{p.median:.3f} [{p.low:.3f}, {p.high:.3f}] (m = {p.m})"
 
 
-def study_tables(rows: list[dict]) -> list[Table]:
+def study_tables(rows: list[dict], limit_sizes: tuple[int, ...] = (10**4, 10**5)) -> list[Table]:
     """The measured-vs-predicted tables of the large-m study: separability against δ*(V, k), compatibility against
-    the counting bound (findings: the predictions are our derivation, so these rows are not graded), and the excess
-    dimensions d* - prediction x m per size (the evidence for the 1/m form)."""
+    the counting bound (findings: the predictions are our derivation, so these rows are not graded) with how often
+    d*_comp equals the support-count bound and that bound at the sizes ``limit_sizes`` (supports only), and the
+    excess dimensions d* - prediction x m per size (the evidence for the 1/m form)."""
     sep = [compare(rows, V, k) for V, k in pairs(rows)]
     comp = [compare(rows, V, k, "d_comp") for V, k in pairs(rows) if k > 1]
     sizes = {(c.V, c.k): ", ".join(f"{p.m}:{p.trials}" for p in c.points) for c in sep}
@@ -86,27 +95,39 @@ def study_tables(rows: list[dict]) -> list[Table]:
                      _chi2(c.alternative), round(c.prediction, 4), "-" if c.fit is None else round(c.z, 2), c.verdict)
                     for c in sep)),
         Table("Large-m thresholds of NTP_H-compatibility against the counting bound (k-1)/(V-1) (findings)",
-              head + ("(k-1)/(V-1)", "z", "verdict"),
+              head + ("(k-1)/(V-1)", "z", "verdict", "d*_comp = support-count bound",
+                      *(f"support-count bound - (k-1) m/(V-1) at m = {m:.0e}" for m in limit_sizes)),
               tuple((c.V, c.k, round(c.k / c.V, 3), sizes[(c.V, c.k)], _largest(c), _fit_text(c), _chi2(c.fit),
-                     _chi2(c.alternative), round(c.prediction, 4), "-" if c.fit is None else round(c.z, 2), c.verdict)
-                    for c in comp)),
+                     _chi2(c.alternative), round(c.prediction, 4), "-" if c.fit is None else round(c.z, 2), c.verdict,
+                     _tight(rows, c.V, c.k), *(_bound_excess(c, m) for m in limit_sizes)) for c in comp)),
         _excess_table(rows),
     ]
+
+
+def _bound_excess(c: Comparison, m: int) -> float:
+    """The support-count bound's excess over the counting bound at size m, in dimensions (random supports)."""
+    return round((support_bound_ratio(c.V, c.k, m) - c.prediction) * m, 2)
+
+
+def _tight(rows: list[dict], V: int, k: int) -> str:
+    """Datasets of (V, k) whose d*_comp equals the support-count bound, over all sizes."""
+    mine = [r for r in rows if (r["V"], r["k"]) == (V, k)]
+    return f"{sum(r['d_comp'] == r['d_comp_bound'] for r in mine)}/{len(mine)}"
 
 
 def _excess_table(rows: list[dict]) -> Table:
     sizes = sorted({r["m"] for r in rows})
     body = []
     for V, k in pairs(rows):
-        for which, name in (("d_sep", "separable"), ("d_comp", "compatible")):
-            if which == "d_comp" and k == 1:
+        for which, name in (("d_sep", "separable"), ("d_comp", "compatible"),
+                            ("d_comp_bound", "support-count bound")):
+            if which != "d_sep" and k == 1:
                 continue
             cells = {m: f"{mean:+.2f} ± {sd:.2f}" for m, _, mean, sd in excess(rows, V, k, which)}
             body.append((V, k, name, *(cells.get(m, "-") for m in sizes)))
     return Table("Excess dimensions d* - prediction x m (mean ± standard deviation over the datasets; prediction: "
-                 "δ* m for separability, (k-1) m/(V-1) for compatibility)", ("V", "|S_j|", "property",
-                                                                              *(f"m = {m}" for m in sizes)),
-                 tuple(body))
+                 "δ* m for separability, (k-1) m/(V-1) for compatibility and its support-count bound)",
+                 ("V", "|S_j|", "property", *(f"m = {m}" for m in sizes)), tuple(body))
 
 
 def study_checks(rows: list[dict]) -> list[Check]:

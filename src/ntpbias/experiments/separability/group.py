@@ -144,6 +144,10 @@ def _saved_results(path, configs: list[SeparabilityConfig]) -> dict[tuple[int, i
     if not path.exists():
         return {}
     rows = read_trials(path)
+    missing = {f.name for f in fields(TrialResult)} - set(rows[0] if rows else {})
+    if rows and missing:
+        raise ConfigError(f"{path}: saved trials lack the columns {sorted(missing)} (written by an older ntpbias); "
+                          "run without --resume, or into a new --out")
     out = {}
     for cfg in configs:
         got = [r for r in rows if (r["V"], r["k"], r["m"]) == (cfg.V, cfg.support_size, cfg.m)]

@@ -1,6 +1,7 @@
 """The trials: one random dataset each, its critical dimensions by bisection, and the saved per-trial table.
 
-``trials.csv`` has one row per dataset: ``V, k, m, trial, d_sep, d_comp`` (critical dimensions), ``solves``,
+``trials.csv`` has one row per dataset: ``V, k, m, trial, d_sep, d_comp`` (critical dimensions), ``d_comp_bound``
+(the support-count bound on d_comp), ``solves``,
 ``certified``, compatibility residuals, ``scanned``, ``consistent``, ``seconds``.
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp
 from ...geometry.separability import ntp_separability, smallest_true, smallest_true_from
-from ...geometry.subspace import counting_bound, dim_F, subspace
+from ...geometry.subspace import counting_bound, dim_F, subspace, support_count_bound
 from ...geometry.thresholds import separability_threshold
 from ...parallel import ExecutorConfig, map_tasks
 from ...stats import median_ci
@@ -27,7 +28,7 @@ from .config import SeparabilityConfig
 
 #: verdicts within this many dimensions of d* are recomputed on the scanned trials
 SCAN_WIDTH = 3
-INT_COLUMNS = ("V", "k", "m", "trial", "d_sep", "d_comp", "solves", "certified")
+INT_COLUMNS = ("V", "k", "m", "trial", "d_sep", "d_comp", "d_comp_bound", "solves", "certified")
 BOOL_COLUMNS = ("scanned", "consistent")
 
 
@@ -56,6 +57,7 @@ class TrialResult:
     Attributes
     ----------
     d_sep, d_comp : smallest d with NTP-separable / NTP_H-compatible data (d_comp = 0 for one-hot supports)
+    d_comp_bound : the support-count lower bound on d_comp (:func:`~ntpbias.geometry.subspace.support_count_bound`)
     solves, certified : separability verdicts computed and how many carried a certificate within tolerance
     residual_compatible, residual_incompatible : largest compatibility residual among compatible verdicts and
         smallest among incompatible ones (NaN when none)
@@ -69,6 +71,7 @@ class TrialResult:
     trial: int
     d_sep: int
     d_comp: int
+    d_comp_bound: int
     solves: int
     certified: int
     residual_compatible: float
@@ -147,7 +150,8 @@ def critical_dimensions(task: Trial) -> TrialResult:
         if task.k > 1:
             for d in sorted({max(1, d_comp - 1), d_comp, task.m}):
                 consistent &= residual_agrees(d)
-    return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, counts["solves"], counts["certified"],
+    return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, support_count_bound(full.support),
+                       counts["solves"], counts["certified"],
                        max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
                        task.scan, bool(consistent), time.perf_counter() - t0)
 

@@ -26,8 +26,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from ...geometry.subspace import counting_bound
+from ...data.synthetic import random_supports
+from ...geometry.subspace import counting_bound, support_count_bound
 from ...geometry.thresholds import separability_threshold
 from ...stats import FiniteSizeFit, finite_size_fit, median_ci
 from .runs import Guess, configurations, critical, predicted_guess
@@ -123,6 +125,14 @@ def excess(rows: list[dict], V: int, k: int, which: str = "d_sep") -> list[tuple
         ex = critical(rows, V, k, m, which) - predicted(V, k, which) * m
         out.append((m, len(ex), float(ex.mean()), float(ex.std(ddof=1)) if len(ex) > 1 else 0.0))
     return out
+
+
+def support_bound_ratio(V: int, k: int, m: int, draws: int = 4, seed: int = 0) -> float:
+    """Mean over ``draws`` random support patterns (m contexts, uniform k-subsets of V tokens) of the support-count
+    bound on d*_comp divided by m (:func:`~ntpbias.geometry.subspace.support_count_bound`): no embeddings, no LP, so
+    it reaches sizes far beyond the trials and shows how fast the bound approaches (k - 1)/(V - 1)."""
+    gen = torch.Generator().manual_seed(seed)
+    return float(np.mean([support_count_bound(random_supports(m, V, k, gen)) / m for _ in range(draws)]))
 
 
 def pairs(rows: list[dict]) -> list[tuple[int, int]]:
