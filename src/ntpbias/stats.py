@@ -104,6 +104,23 @@ def cover_cdf(m: int, d) -> np.ndarray:
     return np.where(d >= 1, _sp.binom.cdf(d - 1, m - 1, 0.5), 0.0)
 
 
+def cover_median_ratios(m: int) -> tuple[float, float]:
+    """The medians of d*/m under Cover's law (:func:`cover_cdf`): every value in [low, high].
+
+    For odd m the law of d* is symmetric about (m + 1)/2 and the median is unique; for even m, P(d* <= m/2) = 1/2
+    exactly, so every value between m/2 and m/2 + 1 is a median (the sample median hops between the two).
+
+    >>> cover_median_ratios(100), [round(x, 4) for x in cover_median_ratios(101)]
+    ((0.5, 0.51), [0.505, 0.505])
+    """
+    d = np.arange(1, m + 1)
+    F = cover_cdf(m, d)
+    tie = np.isclose(F, 0.5, rtol=0.0, atol=1e-12)  # F(d) = 1/2 exactly, up to round-off
+    low = int(d[np.argmax((F >= 0.5) | tie)])
+    high = low + 1 if tie[low - 1] else low
+    return low / m, high / m
+
+
 #: finite-size forms t(m) = t_inf + a x(m) of :func:`finite_size_fit`
 FINITE_SIZE_FORMS = {"1/m": lambda m: 1.0 / m, "1/sqrt(m)": lambda m: 1.0 / np.sqrt(m)}
 

@@ -139,3 +139,17 @@ def test_dual_separability_warm_starts_the_svm():
     again = svm_mod.ntp_svm(data, "dual")
     assert sep.svm.iterations > 10 and again.iterations <= 10  # one residual check from the cached solution
     assert rel(again.W, sep.svm.W) < 1e-9
+
+
+def test_residual_test_agrees_with_the_rank_at_the_compatibility_threshold():
+    """At d = d*_comp the equations (4) are only just independent (cond(G) ~ 1e9 here): without iterative refinement
+    the residual of W* was 2e-7 (relative 1e-8, read as inconsistent); found by the large-m study's scan."""
+    from ntpbias.experiments.separability.runs import Trial, trial_dataset
+
+    full = trial_dataset(Trial(V=10, k=5, m=50, seed=0, trial=4))
+    for d, compatible in ((22, False), (23, True)):
+        data = NTPData.from_arrays(full.H[:, :d], full.P, full.pi)
+        assert (dim_F(data) == 50 * 4) is compatible
+        for method in ("exact", "iterative"):
+            F = DataSubspace(data, method)
+            assert F.compatible is compatible, (d, method, F.compatibility_residual)

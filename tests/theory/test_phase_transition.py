@@ -19,7 +19,7 @@ from ntpbias.experiments.base import RunContext
 from ntpbias.experiments.separability import read_trials
 from ntpbias.geometry.separability import ntp_separability
 from ntpbias.geometry.subspace import subspace
-from ntpbias.stats import cover_cdf, dkw_bound, fraction_curve, median_ci, wilson
+from ntpbias.stats import cover_cdf, cover_median_ratios, dkw_bound, fraction_curve, median_ci, wilson
 
 
 def test_cover_function_counting_theorem_exactly():
@@ -137,3 +137,22 @@ def test_train_command_runs_one_configuration(tmp_path, cli):
     assert len(rows) == 8 and summary["final"]["lp_solves"] == sum(r["solves"] for r in rows)
     assert summary["final"]["threshold"] == float(np.median([r["d_sep"] / 10 for r in rows]))
     assert (tmp_path / "figures" / "separability-transition.png").exists()
+
+
+@pytest.mark.parametrize("m", range(2, 40))
+def test_cover_medians_are_every_value_with_half_the_mass_on_each_side(m):
+    """x is a median of d* iff P(d* <= x) >= 1/2 and P(d* >= x) >= 1/2 (exact fractions from the binomial pmf)."""
+    pmf = [math.comb(m - 1, i) / 2 ** (m - 1) for i in range(m)]  # P(d* = i + 1)
+    medians = [x for x in range(1, m + 1) if sum(pmf[:x]) >= 0.5 - 1e-15 and sum(pmf[x - 1:]) >= 0.5 - 1e-15]
+    assert cover_median_ratios(m) == (medians[0] / m, medians[-1] / m)
+    assert len(medians) == (2 if m % 2 == 0 else 1)
+
+
+def test_cover_threshold_check_accepts_either_median_of_an_even_m():
+    """At m = 100 both 0.50 and 0.51 are medians of d*/m: a sample median at either end passes, one beyond fails."""
+    def check(values):
+        rows = [sep.TrialResult(2, 1, 100, t, int(v), 0, 0, 1, 1, math.nan, math.nan, False, True, 0.0)
+                for t, v in enumerate(values)]
+        return {c.name.split(": ", 1)[1]: c for c in sep.config_checks("x", rows)}["Cover threshold"]
+    assert check([50] * 600 + [60] * 400).passed and check([51] * 600 + [40] * 400).passed
+    assert not check([53] * 600 + [60] * 400).passed

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from ...geometry.subspace import counting_bound
 from ...results import Check, Table, check_at_least
-from ...stats import cover_cdf, dkw_bound, fraction_curve, median_ci
+from ...stats import cover_cdf, cover_median_ratios, dkw_bound, fraction_curve, median_ci
 from .runs import TrialResult, summarize
 from .scaling import FORM, Z_AGREE, Comparison, compare, excess, pairs, support_bound_ratio
 
@@ -54,10 +53,12 @@ def config_checks(name: str, results: list[TrialResult]) -> list[Check]:
                          premise="one-hot binary labels, i.i.d. Gaussian embeddings, labels independent of them",
                          premise_met=True, threshold_source="Dvoretzky-Kiefer-Wolfowitz bound at α = 0.001"))
         med, lo, hi = median_ci(np.array([r.d_sep for r in results]) / m, level=0.99)
-        exact = (1 + stats.binom.median(m - 1, 0.5)) / m
+        low, high = cover_median_ratios(m)
+        exact = f"{low:.4g}" if low == high else f"[{low:.4g}, {high:.4g}]"
         out.append(Check(f"{name}: Cover threshold", f"the median critical ratio (99% interval [{lo:.3g}, {hi:.3g}]) "
-                         f"contains Cover's finite-m value {exact:.4g} (-> 1/2 as m -> ∞)", med,
-                         f"{exact:.4g} in the interval", bool(lo <= exact <= hi), "Remark 1 of paper A; Cover (1965)",
+                         f"meets Cover's finite-m median {exact} (-> 1/2 as m -> ∞; for even m every value between "
+                         "m/2 and m/2 + 1 is a median of d*)", med, f"{exact} meets the interval",
+                         bool(lo <= high and low <= hi), "Remark 1 of paper A; Cover (1965)",
                          kind="theorem", premise="one-hot binary labels, i.i.d. Gaussian embeddings",
                          premise_met=True, threshold_source="distribution-free 99% interval for the median"))
     return out

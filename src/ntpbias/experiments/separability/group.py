@@ -7,14 +7,13 @@ import time
 from dataclasses import asdict, fields
 
 import numpy as np
-from scipy import stats
 
 from ...errors import ConfigError
 from ...geometry.thresholds import separability_threshold
 from ...io import ensure_dir, write_text
 from ...parallel import ExecutorConfig
 from ...results import FigureSpec, RunResult, Section, Table
-from ...stats import fraction_curve, wilson
+from ...stats import cover_median_ratios, fraction_curve, wilson
 from ..base import Group, RunContext, register_group, register_trainer
 from .checks import config_checks, study_checks, study_tables
 from .config import SeparabilityConfig
@@ -197,8 +196,8 @@ def run_group(ctx: RunContext) -> RunResult:
         section.tables.append(Table("Paper vs ntpbias", ("quantity", "paper A", "ntpbias", "why they differ"), (
             ("one-hot binary threshold d/m (Cover, recalled in Remark 1)", 0.5,
              f"{_interval(s, 'threshold')} at m = {c.m}",
-             f"finite m: Cover's exact law puts the median at (1 + median Bin(m-1, 1/2))/m = "
-             f"{(1 + stats.binom.median(c.m - 1, 0.5)) / c.m:.4g}, -> 1/2 as m grows"),
+             "finite m: Cover's exact law puts the median of d*/m at {:.4g} (every value up to {:.4g} for even m), "
+             "-> 1/2 as m grows".format(*cover_median_ratios(c.m))),
             ("sufficient dimension for separability and compatibility (Lemma 1)", "d >= m",
              f"{s['consistent']}/{s['scanned']} scanned trials separable and compatible at d = m",
              "the check 'monotone verdicts, Lemma 1' grades it"))))
