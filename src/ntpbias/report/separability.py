@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib import colormaps
 
 from ..experiments.separability import configurations, critical
+from ..experiments.separability.runs import transition_size
 from ..experiments.separability.scaling import compare, pairs
 from ..geometry.subspace import counting_bound
 from ..geometry.thresholds import separability_threshold
@@ -13,6 +15,8 @@ from ..stats import cover_cdf, fraction_curve, median_ci, wilson
 from .figures import new_figure
 from .plots import plot
 
+#: the transition figure draws Wilson bands up to this many configurations (its paper-scale grid: lines only)
+BANDS_UP_TO = 8
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
@@ -21,30 +25,34 @@ def _label(V: int, k: int) -> str:
     return f"V={V}, |S|={k}" + (" (one-hot)" if k == 1 else "")
 
 
-def _curve(ax, d_star: np.ndarray, m: int, color, label: str, ls: str = "-") -> None:
+def _curve(ax, d_star: np.ndarray, m: int, color, label: str, ls: str = "-", band: bool = True) -> None:
     d, frac = fraction_curve(d_star, m)
-    lo, hi = wilson(np.round(frac * len(d_star)), len(d_star))
     ax.plot(d / m, frac, ls, color=color, label=label, drawstyle="steps-post")
-    ax.fill_between(d / m, lo, hi, color=color, alpha=0.18, step="post", linewidth=0)
+    if band:
+        lo, hi = wilson(np.round(frac * len(d_star)), len(d_star))
+        ax.fill_between(d / m, lo, hi, color=color, alpha=0.18, step="post", linewidth=0)
 
 
 @plot("separability.transition")
 def transition_figure(rows: list[dict]):
-    """Fraction separable (left) and compatible (right) against d/m at the largest m, Wilson 95% bands."""
-    m_max = max(r["m"] for r in rows)
+    """Fraction separable (left) and compatible (right) against d/m, Wilson 95% bands, at the largest m that the
+    most configurations share (every configuration's size at quick scale; m = 400 at paper scale)."""
+    m_max = transition_size(rows)
     configs = [(V, k) for V, k, m in configurations(rows) if m == m_max]
     fig, axes = new_figure(1, 2, width=4.4, height=3.3)
     left, right = axes[0]
+    few = len(configs) <= BANDS_UP_TO
+    colors = COLORS if few else [colormaps["tab20"](i % 20) for i in range(len(configs))]
     for i, (V, k) in enumerate(configs):
-        color = COLORS[i % len(COLORS)]
+        color = colors[i]
         d_sep = critical(rows, V, k, m_max)
-        _curve(left, d_sep, m_max, color, f"{_label(V, k)} ({len(d_sep)})")
+        _curve(left, d_sep, m_max, color, f"{_label(V, k)} ({len(d_sep)})", band=few)
         if V == 2 and k == 1:
             d = np.arange(m_max + 1)
             left.plot(d / m_max, cover_cdf(m_max, d), ":", color="k", lw=1.2, drawstyle="steps-post",
                       label="Cover (exact, V=2 one-hot)")
         if k > 1:
-            _curve(right, critical(rows, V, k, m_max, "d_comp"), m_max, color, _label(V, k))
+            _curve(right, critical(rows, V, k, m_max, "d_comp"), m_max, color, _label(V, k), band=few)
             right.axvline(counting_bound(V, k), color=color, ls="--", lw=0.8)
     left.axvline(0.5, color="grey", lw=0.8, ls="--")
     for ax, title in ((left, "NTP-separable"), (right, "NTP_H-compatible")):
@@ -52,7 +60,7 @@ def transition_figure(rows: list[dict]):
         ax.set(xlabel="d / m", ylabel="fraction of datasets", ylim=(-0.02, 1.02), xlim=(0, 1.05),
                title=f"{title}, m = {m_max}")
         if ax.get_legend_handles_labels()[1]:
-            ax.legend(fontsize=7, loc="lower right")
+            ax.legend(fontsize=7 if few else 5.5, loc="lower right")
     return fig
 
 
@@ -78,7 +86,11 @@ def thresholds_figure(rows: list[dict]):
                           label="(k-1)/(V-1)" if x == 0 else None)
             elif (V, k) == (2, 1):
                 ax.hlines(0.5, x - 0.35, x + 0.35, color="k", ls=":", lw=1.2, label="Cover: 1/2")
-        ax.set_xticks(range(len(shown)), [f"V={V}\n|S|={k}" for V, k in shown])
+        if len(shown) <= 6:
+            ax.set_xticks(range(len(shown)), [f"V={V}\n|S|={k}" for V, k in shown])
+        else:  # the paper-scale grid: compact labels
+            ax.set_xticks(range(len(shown)), [f"{V}, {k}" for V, k in shown], rotation=90, fontsize=7)
+            ax.set_xlabel("(V, |S_j|)")
         ax.set(ylabel="median critical d / m", title=f"threshold of {title}", ylim=(0, 1.05),
                xlim=(-0.6, len(shown) - 0.4))
         ax.legend(fontsize=7, loc="upper left")
@@ -101,7 +113,7 @@ def cover_figure(rows: list[dict]):
     ax.axvline(0.5, color="grey", ls="--", lw=0.8)
     ax.set(xlabel="d / m", ylabel="fraction separable", title="one-hot binary labels (V = 2, |S_j| = 1)",
            ylim=(-0.02, 1.02))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower right")
     return fig
 
 

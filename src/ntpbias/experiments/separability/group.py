@@ -17,7 +17,7 @@ from ...stats import cover_median_ratios, fraction_curve, wilson
 from ..base import Group, RunContext, register_group, register_trainer
 from .checks import config_checks, study_checks, study_tables
 from .config import SeparabilityConfig
-from .runs import TrialResult, read_trials, run_trials, summarize, trials_csv
+from .runs import TrialResult, read_trials, run_trials, summarize, transition_size, trials_csv
 from .scaling import next_guess
 
 
@@ -267,12 +267,13 @@ def _figures(ctx: RunContext, rows: list[dict], multi_size: bool) -> list[Figure
 
 
 def transition_figure(rows: list[dict]) -> FigureSpec:
-    """Fraction separable and compatible against d/m at the largest m of ``rows`` (the saved trials)."""
-    m_max = max(r["m"] for r in rows)
+    """Fraction separable and compatible against d/m at :func:`~.runs.transition_size` of ``rows`` (saved trials)."""
+    m_max = transition_size(rows)
     return FigureSpec(
         "separability-transition", "NTP-separability and compatibility against d/m",
         f"Fraction of random datasets (Gaussian embeddings, uniformly random supports, m = {m_max}) that are "
-        "NTP-separable (left) and NTP_H-compatible (right) as d/m varies, with Wilson 95% bands. Dotted: "
+        "NTP-separable (left) and NTP_H-compatible (right) as d/m varies, with Wilson 95% bands (for at "
+        "most 8 configurations; the paper-scale grid draws lines only, its intervals are in the tables). Dotted: "
         "Cover's exact law for one-hot binary labels (threshold d/m -> 1/2, grey dashed). Lemma 1 of paper "
         "A guarantees both at d/m >= 1 (grey).", "separability.transition", {"rows": rows})
 

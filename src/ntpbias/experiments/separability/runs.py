@@ -12,6 +12,7 @@ import dataclasses
 import io
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,6 +245,13 @@ def read_trials(path: str | Path) -> list[dict]:
 def configurations(rows: list[dict]) -> list[tuple[int, int, int]]:
     """The (V, k, m) present, in first-seen order."""
     return list(dict.fromkeys((r["V"], r["k"], r["m"]) for r in rows))
+
+
+def transition_size(rows: list[dict]) -> int:
+    """The m of the transition figure: the largest m that the most configurations share (every configuration's
+    size at quick scale; m = 400 at paper scale, where some pairs also run m = 800)."""
+    shared = Counter(m for _, _, m in configurations(rows))
+    return max(shared, key=lambda m: (shared[m], m))
 
 
 def critical(rows: list[dict], V: int, k: int, m: int, which: str = "d_sep") -> np.ndarray:
