@@ -93,19 +93,25 @@ class DataSubspace:
         if self.method == "exact" or R == 0:
             W_star = self.A.adjoint(self.log_odds @ self._pinv) if R else torch.zeros(
                 data.V, data.d, dtype=data.H.dtype, device=data.H.device)
-        if R and (self.method == "exact" or self.dim == R):
+        tol = COMPATIBILITY_TOL * max(1.0, float(torch.linalg.vector_norm(self.log_odds)))
+        residual = self._residual(W_star)
+        if residual > tol and R and (self.method == "exact" or self.dim == R):
             W_star = self._refine(W_star)
-        residual = self.A.apply(W_star) - self.log_odds if R else self.log_odds
+            residual = self._residual(W_star)
         self.W_star = in_user_units(W_star, scale, what="W*")
-        self.compatibility_residual = float(torch.linalg.vector_norm(residual))
-        scale = max(1.0, float(torch.linalg.vector_norm(self.log_odds)))
-        self.compatible = self.compatibility_residual <= COMPATIBILITY_TOL * scale
+        self.compatibility_residual = residual
+        self.compatible = residual <= tol
+
+    def _residual(self, W_star: torch.Tensor) -> float:
+        """||A(W*) - b||, the residual of the compatibility equations (4)."""
+        return float(torch.linalg.vector_norm(self.A.apply(W_star) - self.log_odds if len(self.A) else self.log_odds))
 
     def _refine(self, W_star: torch.Tensor) -> torch.Tensor:
-        """:data:`REFINE_STEPS` steps of iterative refinement W* += A^T G^† (b - A W*): when the equations are only
-        just independent (d at the compatibility threshold, cond(G) up to 1e13) the first solve leaves a residual of
-        about cond(G) x eps x ||b|| (1e-7 to 1e-3 relative), which the compatibility test would read as inconsistent
-        equations; one step brings it to round-off. Inconsistent equations keep their least-squares residual."""
+        """:data:`REFINE_STEPS` steps of iterative refinement W* += A^T G^† (b - A W*), taken when the residual is
+        above the tolerance: when the equations are only just independent (d at the compatibility threshold, cond(G)
+        up to 1e13) the first solve leaves a residual of about cond(G) x eps x ||b|| (1e-7 to 1e-3 relative), which
+        the compatibility test would read as inconsistent equations; one step brings it to round-off. Inconsistent
+        equations keep their least-squares residual."""
         for _ in range(REFINE_STEPS):
             r = self.log_odds - self.A.apply(W_star)
             step = r @ self._pinv if self.method == "exact" else gram_solve(self.A, r, rtol=CG_RTOL)[0]
