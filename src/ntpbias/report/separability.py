@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib import colormaps
 
 from ..experiments.separability import configurations, critical
-from ..experiments.separability.runs import transition_size
+from ..experiments.separability.runs import BANDS_UP_TO, transition_size
 from ..experiments.separability.scaling import compare, pairs
 from ..geometry.subspace import counting_bound
 from ..geometry.thresholds import separability_threshold
@@ -15,8 +15,6 @@ from ..stats import cover_cdf, fraction_curve, median_ci, wilson
 from .figures import new_figure
 from .plots import plot
 
-#: the transition figure draws Wilson bands up to this many configurations (its paper-scale grid: lines only)
-BANDS_UP_TO = 8
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 

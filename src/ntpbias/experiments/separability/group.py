@@ -17,7 +17,7 @@ from ...stats import cover_median_ratios, fraction_curve, wilson
 from ..base import Group, RunContext, register_group, register_trainer
 from .checks import config_checks, study_checks, study_tables
 from .config import SeparabilityConfig
-from .runs import TrialResult, read_trials, run_trials, summarize, transition_size, trials_csv
+from .runs import BANDS_UP_TO, TrialResult, read_trials, run_trials, summarize, transition_size, trials_csv
 from .scaling import next_guess
 
 
@@ -274,7 +274,8 @@ def transition_figure(rows: list[dict]) -> FigureSpec:
         "separability-transition", "NTP-separability and compatibility against d/m",
         f"Fraction of random datasets (Gaussian embeddings, uniformly random supports, m = {m_max}) that are "
         "NTP-separable (left) and NTP_H-compatible (right) as d/m varies, with Wilson 95% bands (for at "
-        "most 8 configurations; the paper-scale grid draws lines only, its intervals are in the tables). Dotted: "
+        f"most {BANDS_UP_TO} configurations; the paper-scale grid draws lines only, its intervals are in the tables). "
+        "Dotted: "
         "Cover's exact law for one-hot binary labels (threshold d/m -> 1/2, grey dashed). Lemma 1 of paper "
         "A guarantees both at d/m >= 1 (grey).", "separability.transition", {"rows": rows})
 

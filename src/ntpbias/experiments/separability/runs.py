@@ -247,6 +247,10 @@ def configurations(rows: list[dict]) -> list[tuple[int, int, int]]:
     return list(dict.fromkeys((r["V"], r["k"], r["m"]) for r in rows))
 
 
+#: the transition figure draws Wilson bands up to this many configurations (its paper-scale grid: lines only)
+BANDS_UP_TO = 8
+
+
 def transition_size(rows: list[dict]) -> int:
     """The m of the transition figure: the largest m that the most configurations share (every configuration's
     size at quick scale; m = 400 at paper scale, where some pairs also run m = 800)."""
