@@ -17,7 +17,7 @@ import warnings
 from _common import print_table, timed
 
 from ntpbias.data.planted import planted_supports
-from ntpbias.geometry.logit_svm import nuclear_svm
+from ntpbias.geometry.ufm.logit_svm import nuclear_svm
 
 SIZES = (2, 3, 4, 5, 6, 8)
 

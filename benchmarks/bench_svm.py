@@ -46,7 +46,7 @@ from _common import print_table
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.svm import MarginProgram, ntp_svm
+from ntpbias.geometry.margins.program import MarginProgram, ntp_svm
 
 SIZES = {  # name: (m, d, V, |S_j|)
     "small": (50, 60, 10, 6),

@@ -37,8 +37,8 @@ from ntpbias.experiments.attention import (
     train_classifier,
 )
 from ntpbias.experiments.base import RunContext
-from ntpbias.geometry import attention as ga
-from ntpbias.geometry import selection as gs
+from ntpbias.geometry.attention import selection as gs
+from ntpbias.geometry.attention import stage_one as ga
 
 
 # ------------------------------------------------------------------------------------------ stage 2

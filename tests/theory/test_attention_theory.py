@@ -17,8 +17,8 @@ from ntpbias.data.tokens import (
     token_statistics,
 )
 from ntpbias.errors import DataError
-from ntpbias.geometry import attention as ga
-from ntpbias.geometry import selection as gs
+from ntpbias.geometry.attention import selection as gs
+from ntpbias.geometry.attention import stage_one as ga
 from ntpbias.models.attention import OneLayerAttention
 from ntpbias.training.attention import train_stage_two
 

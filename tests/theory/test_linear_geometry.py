@@ -26,14 +26,14 @@ from ntpbias.data.synthetic import TWO_D_SUPPORTS, random_ntp, two_d_example
 from ntpbias.errors import NotSeparableError
 from ntpbias.geometry import ntp_separability, ntp_svm, subspace
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.loss import (
+from ntpbias.geometry.linear.loss import (
     cross_entropy,
     cross_entropy_F,
     cross_entropy_grad,
     kl_terms,
     per_sample_cross_entropy,
 )
-from ntpbias.geometry.svm import ntp_margin
+from ntpbias.geometry.margins.program import ntp_margin
 
 ID = 1e-9  # tolerance of the exact identities (spec §12 A)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.loss import smoothness_bound
+from ntpbias.geometry.linear.loss import smoothness_bound
 from ntpbias.training.linear import LinearNTPProblem
 from ntpbias.training.loop import TrainConfig, Trainer
 from ntpbias.training.optimizers import Optimizer, OptimizerConfig

@@ -19,13 +19,13 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry import ntp_svm
-from ntpbias.geometry.regpath import PATH_TOL, regularization_path
+from ntpbias.geometry.linear.regpath import PATH_TOL, regularization_path
 
 B_GRID = [2.0, 5.0, 10.0, 20.0]
 
 
 def own_ce(W: torch.Tensor, data: NTPData) -> torch.Tensor:
-    """CE(W) = Σ_j π_j (logsumexp(W h_j) - p_j^T W h_j), written independently of ntpbias.geometry.loss."""
+    """CE(W) = Σ_j π_j (logsumexp(W h_j) - p_j^T W h_j), written independently of ntpbias.geometry.linear.loss."""
     L = W @ data.H.T  # (V, m)
     return (data.pi * (torch.logsumexp(L, dim=0) - (data.P.T * L).sum(0))).sum()
 

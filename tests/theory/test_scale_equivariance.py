@@ -15,8 +15,8 @@ from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import DataError
 from ntpbias.geometry.analysis import analyze
 from ntpbias.geometry.constraints import constraints
+from ntpbias.geometry.margins.program import KKT_TOL, MarginProgram, ntp_svm
 from ntpbias.geometry.scaling import data_scale, stable_norm
-from ntpbias.geometry.svm import KKT_TOL, MarginProgram, ntp_svm
 
 SMALL = {"solver": "clarabel", "separability_method": "lp", "subspace_method": "exact"}
 LARGE = {"solver": "dual", "separability_method": "dual", "subspace_method": "iterative"}

@@ -1,7 +1,7 @@
 """Algorithm 1 on the training engine (Trainer + NGD) against the theory of paper C and the spec's reference values.
 
 Reference values (Example 1, η₀ = 0.1, η = 0.025; |V| = 20 exact stage 1) come from the spec's independent prototype
-(transformer_ntp.md §2.8, §3.3, §5 checks 11-21); bounds come from ``ntpbias.geometry.transformer``.
+(transformer_ntp.md §2.8, §3.3, §5 checks 11-21); bounds come from ``ntpbias.geometry.transformer.optimum``.
 """
 
 import math
@@ -13,7 +13,7 @@ import torch
 from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import example1, example2_inputs
 from ntpbias.experiments import transformer as ex
-from ntpbias.geometry import transformer as th
+from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
 from ntpbias.training.loop import TrainConfig
 from ntpbias.training.transformer import Stage2Problem, TransformerTask, paper_step_sizes, train_two_stage

@@ -21,7 +21,7 @@ from ntpbias.data.sentences import (
 )
 from ntpbias.data.structure import NON_COMPARABLE, NON_OPTIMAL, OPTIMAL, analyze_structure
 from ntpbias.errors import DataError
-from ntpbias.geometry import transformer as th
+from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import (
     TransformerInputs,
     forward_reparam,

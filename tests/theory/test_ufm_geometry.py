@@ -14,7 +14,8 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.planted import planted_supports
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.logit_svm import (
+from ntpbias.geometry.linear.loss import cross_entropy, cross_entropy_grad, logit_cross_entropy_grad
+from ntpbias.geometry.ufm.logit_svm import (
     certify,
     nuclear_svm,
     project_constraints,
@@ -22,8 +23,7 @@ from ntpbias.geometry.logit_svm import (
     svm_vs_centred_support,
     ufm_summary,
 )
-from ntpbias.geometry.loss import cross_entropy, cross_entropy_grad, logit_cross_entropy_grad
-from ntpbias.geometry.ufm import (
+from ntpbias.geometry.ufm.logits import (
     balanced_factors,
     centred_support,
     collapse,

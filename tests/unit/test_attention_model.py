@@ -7,7 +7,7 @@ import torch
 
 from ntpbias.data.tokens import TokenSequences
 from ntpbias.errors import DataError
-from ntpbias.geometry.attention import loss_and_grad_p, loss_and_gradients, readout, theory_init
+from ntpbias.geometry.attention.stage_one import loss_and_grad_p, loss_and_gradients, readout, theory_init
 from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention, _StableReadout, logistic_loss
 
 

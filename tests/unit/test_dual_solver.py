@@ -1,4 +1,4 @@
-"""The matrix-free dual solver (geometry/dual.py) against cvxpy + Clarabel, and its failure modes.
+"""The matrix-free dual solver (geometry/solvers/dual.py) against cvxpy + Clarabel, and its failure modes.
 
 References are independent: Clarabel (an interior-point method on the sparse constraint matrix, without the
 shared active-set polish), dense linear algebra on ``LogitGaps.to_sparse()`` / ``gram()``, and cvxpy for the
@@ -15,14 +15,14 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import NotSeparableError, SolverError
-from ntpbias.geometry import dual as dual_mod
-from ntpbias.geometry import svm as svm_mod
 from ntpbias.geometry.constraints import LogitGaps, constraints
-from ntpbias.geometry.dual import DIVERGENCE_TOL, solve_dual
-from ntpbias.geometry.dual_forms import dual_form
-from ntpbias.geometry.gram import ConstraintOps, gram_solve, min_norm_lstsq
-from ntpbias.geometry.separability import ntp_separability
-from ntpbias.geometry.svm import MarginProgram, ntp_svm
+from ntpbias.geometry.margins import program as svm_mod
+from ntpbias.geometry.margins.program import MarginProgram, ntp_svm
+from ntpbias.geometry.separability.verdict import ntp_separability
+from ntpbias.geometry.solvers import dual as dual_mod
+from ntpbias.geometry.solvers.dual import DIVERGENCE_TOL, solve_dual
+from ntpbias.geometry.solvers.dual_forms import dual_form
+from ntpbias.geometry.solvers.gram import ConstraintOps, gram_solve, min_norm_lstsq
 
 F64 = torch.float64
 

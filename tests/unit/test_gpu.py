@@ -11,7 +11,7 @@ import torch
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.data.tokens import TokenSequences
-from ntpbias.geometry.svm import ntp_svm
+from ntpbias.geometry.margins.program import ntp_svm
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer
 from ntpbias.training.loop import TrainConfig, Trainer
 from ntpbias.training.optimizers import Optimizer, OptimizerConfig

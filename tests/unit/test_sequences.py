@@ -20,7 +20,7 @@ from ntpbias.data.sequences import (
     read_sequences,
 )
 from ntpbias.errors import DataError
-from ntpbias.geometry.loss import cross_entropy
+from ntpbias.geometry.linear.loss import cross_entropy
 
 TOKENS = ["a", "b", "ab", "B", "1", "é", "zz"]
 corpora = st.lists(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=7), min_size=1, max_size=6)

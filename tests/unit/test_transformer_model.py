@@ -9,7 +9,7 @@ from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import NTPSamples, example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.errors import ConfigError, DataError
-from ntpbias.geometry.transformer import wov_star_closed_form
+from ntpbias.geometry.transformer.optimum import wov_star_closed_form
 from ntpbias.models.transformer import (
     TransformerInputs,
     attention,

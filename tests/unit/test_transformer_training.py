@@ -12,7 +12,7 @@ from ntpbias.data.sentences import NTPSamples, example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.errors import DataError
 from ntpbias.experiments import transformer as ex
-from ntpbias.geometry import transformer as th
+from ntpbias.geometry.transformer import optimum as th
 from ntpbias.metrics import DEFINITIONS
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
 from ntpbias.training.loop import TrainConfig

@@ -87,7 +87,7 @@ def _max_margin(st) -> dict:
     """W_ov*, W_kq* with certificates, and Proposition 2 against the QP (one-hot embeddings)."""
     import torch
 
-    from ..geometry.transformer import compare_prop2, wkq_star, wov_star
+    from ..geometry.transformer.optimum import compare_prop2, wkq_star, wov_star
 
     vocab = st.samples.vocab
     E = torch.eye(st.samples.V, dtype=torch.float64)

@@ -17,11 +17,11 @@ from .._tensor import to_numpy
 from ..data.ntp import NTPData
 from ..limits import check_memory, nbytes
 from .constraints import constraints
-from .loss import smoothness_bound
+from .linear.loss import smoothness_bound
+from .linear.subspace import EXACT_MAX_ROWS, subspace
+from .margins.program import MarginProgram, SVMResult, ntp_svm
 from .scaling import data_scale, stable_norm
-from .separability import SeparabilityResult, ntp_separability
-from .subspace import EXACT_MAX_ROWS, subspace
-from .svm import MarginProgram, SVMResult, ntp_svm
+from .separability.verdict import SeparabilityResult, ntp_separability
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,13 +172,14 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
 
     ``progress``: optional callable receiving a short description of each stage (for a status display).
     ``solver``: the NTP-SVM backend (``"auto"``, ``"clarabel"``, ``"dual"``, ``"workset"``); ``separability_method``:
-    ``"auto"``, ``"lp"``, ``"dual"`` (:func:`~ntpbias.geometry.separability.ntp_separability`);
-    ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"`` (:class:`~ntpbias.geometry.subspace.DataSubspace`).
-    Small problems get the exact Gram eigendecomposition, the LP and Clarabel; large ones the matrix-free path,
-    where the dual solver's certified W^mm is both the separability certificate and the NTP-SVM solution (solved
-    once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to the dual solver. ``norms``: also solve the
-    NTP-SVM in each of these norms (:func:`~ntpbias.geometry.norm_svm.norm_svm`; "l2" reuses W^mm) into
-    ``max_margin`` (docs/optimizers.md#analyze).
+    ``"auto"``, ``"lp"``, ``"dual"`` (:func:`~ntpbias.geometry.separability.verdict.ntp_separability`);
+    ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"``
+    (:class:`~ntpbias.geometry.linear.subspace.DataSubspace`). Small problems get the exact Gram eigendecomposition, the
+    LP and Clarabel; large ones the matrix-free path, where the dual solver's certified W^mm is both the separability
+    certificate and the NTP-SVM solution (solved once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to
+    the dual solver. ``norms``: also solve the NTP-SVM in each of these norms
+    (:func:`~ntpbias.geometry.margins.norm_svm.norm_svm`; "l2" reuses W^mm) into ``max_margin``
+    (docs/optimizers.md#analyze).
 
     Examples
     --------
@@ -234,7 +235,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
 def _norm_svms(data: NTPData, norms, separable: bool, svm, seconds: dict, notes: list, say) -> dict:
     """norm -> its NTP-SVM result, or a string saying why there is none."""
     from ..errors import NotSeparableError, SolverError
-    from .norm_svm import norm_svm
+    from .margins.norm_svm import norm_svm
     from .norms import check_norm
 
     out = {}

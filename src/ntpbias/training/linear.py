@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 
 from ..data.ntp import NTPData
-from ..geometry.loss import cross_entropy_grad
-from ..geometry.subspace import DataSubspace, subspace
+from ..geometry.linear.loss import cross_entropy_grad
+from ..geometry.linear.subspace import DataSubspace, subspace
 from ..metrics import linear_ntp_metrics
 from .init import lecun
 
@@ -55,8 +55,8 @@ class LinearNTPProblem:
     @classmethod
     def reference_for(cls, data: NTPData, *, solver: str = "auto") -> LinearReference:
         """Compute F, W* and (when separable) W^mm for ``data``."""
-        from ..geometry.separability import ntp_separability
-        from ..geometry.svm import ntp_svm
+        from ..geometry.margins.program import ntp_svm
+        from ..geometry.separability.verdict import ntp_separability
 
         W_mm = ntp_svm(data, solver).W if ntp_separability(data).separable else None
         return LinearReference(F=subspace(data), W_mm=W_mm)

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from ..._tensor import resolve_device
-from ...geometry import attention as ga
-from ...geometry import selection as gs
+from ...geometry.attention import selection as gs
+from ...geometry.attention import stage_one as ga
 from ...results import Check, check_at_least, check_at_most
 from ...training.history import History
 from .config import StageTwoConfig

@@ -9,7 +9,7 @@
 * NTP data: the same measurements are findings, each stated as the conjecture it supports or not ("sign descent
   converges to the linf NTP-SVM"), in a table, never graded.
 * Every dataset: the NTP-SVMs are certified, no margin ratio exceeds 1 (the maximum is the maximum), and for every
-  optimizer that reaches the entropy ||P_F(W_k) - W*|| obeys the bound of :mod:`ntpbias.geometry.fbound`.
+  optimizer that reaches the entropy ||P_F(W_k) - W*|| obeys the bound of :mod:`ntpbias.geometry.linear.fbound`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...data.ntp import NTPData
-from ...geometry.fbound import f_error_bound
-from ...geometry.loss import smoothness_bound
+from ...geometry.linear.fbound import f_error_bound
+from ...geometry.linear.loss import smoothness_bound
 from ...results import Check, Table, check_at_least, check_at_most
 from ...training.history import History
 from .config import MEMBERS, NormsConfig

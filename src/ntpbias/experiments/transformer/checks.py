@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from ...geometry import transformer as th
+from ...geometry.transformer import optimum as th
 from ...results import Check, check_at_least, check_at_most
 from ...training.transformer import predict
 from .runs import SeedRun, at, series

@@ -13,7 +13,7 @@ from ..._tensor import resolve_device
 from ...data.sentences import NTPSamples
 from ...data.structure import DatasetStructure, analyze_structure, orthonormality_residual
 from ...errors import DataError
-from ...geometry import transformer as th
+from ...geometry.transformer import optimum as th
 from ...io import ensure_dir, write_json, write_npz, write_text
 from ...models.transformer import token_embeddings
 from ...parallel import map_values

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..._tensor import to_numpy
-from ...geometry.ufm import finite_logits
+from ...geometry.ufm.logits import finite_logits
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ..base import Group, RunContext, raise_if_failed, register_group, register_trainer
@@ -230,7 +230,7 @@ def _limit_is_svm(path: PathRun, ref) -> Check:
 
 
 def _support_row(name: str, data, ref, path: PathRun | None = None) -> tuple:
-    from ...geometry.logit_svm import svm_vs_centred_support
+    from ...geometry.ufm.logit_svm import svm_vs_centred_support
 
     St = ref.support.S_tilde
     gram = ""

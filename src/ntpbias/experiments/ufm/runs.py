@@ -10,8 +10,8 @@ import torch
 
 from ..._tensor import resolve_device
 from ...data.ntp import NTPData
-from ...geometry.logit_svm import LogitSVMResult, nuclear_svm, same_support_spread, svm_vs_centred_support
-from ...geometry.ufm import finite_logits
+from ...geometry.ufm.logit_svm import LogitSVMResult, nuclear_svm, same_support_spread, svm_vs_centred_support
+from ...geometry.ufm.logits import finite_logits
 from ...training.history import History
 from ...training.loop import Trainer
 from ...training.optimizers import Optimizer

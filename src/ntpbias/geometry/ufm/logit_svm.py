@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .._tensor import to_numpy
-from ..data.ntp import NTPData
-from ..errors import SolverError
-from .ufm import centred_support, nuclear_norm, support_svd
+from ..._tensor import to_numpy
+from ...data.ntp import NTPData
+from ...errors import SolverError
+from .logits import centred_support, nuclear_norm, support_svd
 
 #: relative duality gap (and feasibility) a certified solution reaches
 SVM_TOL = 1e-8
@@ -304,8 +304,8 @@ def ufm_summary(data: NTPData, solver: str = "auto", **options) -> tuple[dict, d
     Returns (the ``ufm`` record of ``analysis.json``, arrays for ``geometry.npz``: ``ufm_L_mm``, ``ufm_Lambda``,
     ``ufm_S_tilde``, ``ufm_L_star``).
     """
-    from .loss import logit_cross_entropy_grad
-    from .ufm import finite_logits, support_groups
+    from ..linear.loss import logit_cross_entropy_grad
+    from .logits import finite_logits, support_groups
 
     svm = nuclear_svm(data, solver, **options)
     ssvd = support_svd(data)

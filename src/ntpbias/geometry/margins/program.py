@@ -14,9 +14,9 @@ solver, so a result is only called certified when it can be checked.
 
 Backends: ``"clarabel"`` (cvxpy with the Clarabel interior-point solver named explicitly, the reference for
 small problems; the constraints are assembled as one sparse matrix), ``"dual"`` (the matrix-free accelerated
-projected-gradient method of :mod:`ntpbias.geometry.dual` on (D): two matrix products per iteration, memory linear
-in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
-``"workset"`` (:mod:`ntpbias.geometry.workset`: a working set of rows, an adaptive-step accelerated gradient in
+projected-gradient method of :mod:`ntpbias.geometry.solvers.dual` on (D): two matrix products per iteration, memory
+linear in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
+``"workset"`` (:mod:`ntpbias.geometry.solvers.workset`: a working set of rows, an adaptive-step accelerated gradient in
 float32 to find the active face, then active-face refinement with float64 residuals; the same operators, devices
 and warm starts). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the
 dual method beyond; :func:`ntp_svm` (the NTP-SVM, where the workset method was measured 3-4x faster than the dual
@@ -33,13 +33,13 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from ..data.ntp import NTPData
-from ..errors import NotSeparableError, SolverError
-from .constraints import LogitGaps, constraints
-from .dual import DIVERGENCE_TOL, solve_dual
-from .gram import gram_solve
-from .scaling import in_user_units, normalized, stable_norm
-from .workset import solve_workset
+from ...data.ntp import NTPData
+from ...errors import NotSeparableError, SolverError
+from ..constraints import LogitGaps, constraints
+from ..scaling import in_user_units, normalized, stable_norm
+from ..solvers.dual import DIVERGENCE_TOL, solve_dual
+from ..solvers.gram import gram_solve
+from ..solvers.workset import solve_workset
 
 #: A result is certified when every KKT residual is at most this.
 KKT_TOL = 1e-6
@@ -221,7 +221,8 @@ class MarginProgram:
         dtype, device : working precision and device of the dual or workset solver (the certificate is computed in
             the program's own dtype, float64 by default; workset iterates in float32 unless told float64).
         **options : passed to the backend (Clarabel: ``max_iter``, ``eps``; dual: see
-            :func:`~ntpbias.geometry.dual.solve_dual`; workset: :func:`~ntpbias.geometry.workset.solve_workset`).
+            :func:`~ntpbias.geometry.solvers.dual.solve_dual`; workset:
+            :func:`~ntpbias.geometry.solvers.workset.solve_workset`).
 
         Raises
         ------
@@ -286,7 +287,7 @@ class MarginProgram:
 
         With active rows A_act (margin within ``active_tol`` of 1, or λ > 0) and the equality rows, the optimum
         is W = A_c^T ν with (A_c A_c^T) ν = [1; 0]: solved densely up to :data:`POLISH_MAX_ROWS` rows, and by
-        matrix-free conjugate gradients (:func:`~ntpbias.geometry.gram.gram_solve`, started from the current
+        matrix-free conjugate gradients (:func:`~ntpbias.geometry.solvers.gram.gram_solve`, started from the current
         multipliers) beyond. Returns None when the refined point is not KKT-valid (a negative multiplier or a
         violated inactive row).
         """
@@ -385,16 +386,16 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
 
     ``norm``: "l2" (this program; the default), or "linf", "l1", "spectral", "nuclear": the same constraints with that
-    norm minimized, returned as a :class:`~ntpbias.geometry.norm_svm.NormSVMResult` with its dual-norm certificate
-    (:func:`~ntpbias.geometry.norm_svm.norm_svm`; docs/optimizers.md#the-max-margin-programs; ``solver`` must then be
-    "auto" or "clarabel", and ``options`` go to it).
+    norm minimized, returned as a :class:`~ntpbias.geometry.margins.norm_svm.NormSVMResult` with its dual-norm
+    certificate (:func:`~ntpbias.geometry.margins.norm_svm.norm_svm`; docs/optimizers.md#the-max-margin-programs;
+    ``solver`` must then be "auto" or "clarabel", and ``options`` go to it).
 
     Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
     ``solver="auto"`` takes Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` nonzeros and the workset method beyond.
     ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
     :meth:`MarginProgram.solve`; W^mm depends on the data only through H and the supports, so a solution for
     the same supports (or nearby H) is a good warm start. Without one, the dual solver starts from the solution
-    the dual separability check (:func:`~ntpbias.geometry.separability.ntp_separability`) left for ``data``.
+    the dual separability check (:func:`~ntpbias.geometry.separability.verdict.ntp_separability`) left for ``data``.
 
     Examples
     --------

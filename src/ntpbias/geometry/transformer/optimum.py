@@ -1,7 +1,7 @@
 """Theory of the transformer paper (004, "Non-asymptotic convergence of training transformers for NTP";
 docs/paper-c-transformer.md#objects).
 
-* Max-margin solutions through :class:`~ntpbias.geometry.svm.MarginProgram` (one result type, one KKT
+* Max-margin solutions through :class:`~ntpbias.geometry.margins.program.MarginProgram` (one result type, one KKT
   certificate): W_ov* of eq. (2) (:func:`wov_star`, with the closed form e_{n(x)} - 1/|V| under Assumption 2,
   :func:`wov_star_closed_form`) and W_kq* of eq. (3) (:func:`wkq_star`; for non-orthonormal embeddings the
   constraint x_u^T W x_q uses LogitGaps' ``left`` factor E^T).
@@ -27,10 +27,10 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import maximum_flow
 
-from ..data.structure import NON_OPTIMAL, OPTIMAL, DatasetStructure
-from ..errors import DataError
-from .constraints import LogitGaps
-from .svm import KKT_TOL, MarginProgram, SVMResult
+from ...data.structure import NON_OPTIMAL, OPTIMAL, DatasetStructure
+from ...errors import DataError
+from ..constraints import LogitGaps
+from ..margins.program import KKT_TOL, MarginProgram, SVMResult
 
 
 def _is_identity(E: torch.Tensor) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.ntp import NTPData
+from ...data.ntp import NTPData
 from .loss import cross_entropy_grad
 
 #: Relative accuracy asked of each path point (KKT residual and | ||W|| - B | / B).

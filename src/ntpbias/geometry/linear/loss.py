@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ..data.ntp import NTPData
-from .scaling import data_scale
+from ...data.ntp import NTPData
+from ..scaling import data_scale
 
 
 def logits(W: torch.Tensor, data: NTPData) -> torch.Tensor:

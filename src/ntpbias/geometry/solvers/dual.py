@@ -1,6 +1,6 @@
 """Matrix-free solvers for max-margin programs: the dual method of ``MarginProgram.solve(solver="dual")``.
 
-The program (P) of :mod:`ntpbias.geometry.svm`,
+The program (P) of :mod:`ntpbias.geometry.margins.program`,
 
     minimize ½||W||²  subject to  A_in(W) >= 1,  A_eq(W) = 0,
 
@@ -24,8 +24,8 @@ eigenvalue of the scaled Hessian. It works in one of two parametrizations of the
   fewer iterations). The projection onto {group sum 0, sign constraints} is exact, by a sort per group.
 * ``"rows"``: otherwise, y = (λ, μ) itself with λ projected on >= 0 and μ free.
 
-Stopping uses the same residuals as the KKT certificate (:class:`~ntpbias.geometry.svm.KKT`), evaluated every
-``check_every`` iterations (the only host synchronizations, so the loop runs unchanged on a GPU). Data that
+Stopping uses the same residuals as the KKT certificate (:class:`~ntpbias.geometry.margins.program.KKT`), evaluated
+every ``check_every`` iterations (the only host synchronizations, so the loop runs unchanged on a GPU). Data that
 admit no feasible W make (D) unbounded: the multipliers grow without bound while W = A^T y stays bounded. Since
 ||A^T y|| / Σλ >= 1/||W^mm|| for every dual-feasible y (λ >= 0) when (P) is feasible, a ratio below
 ``DIVERGENCE_TOL`` times the largest row norm proves that no W has a normalized margin above that. Two
@@ -34,7 +34,7 @@ isolates the recession direction and shows divergence long before the iterate's 
 like 1/k²) does. The run then stops with ``diverged=True`` and the normalized candidate, a Gordan certificate of
 (near) infeasibility.
 
-The constraint operators and conjugate gradients on A A^T are in :mod:`ntpbias.geometry.gram`.
+The constraint operators and conjugate gradients on A A^T are in :mod:`ntpbias.geometry.solvers.gram`.
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ from typing import Protocol
 
 import torch
 
-from ..errors import SolverError
-from .constraints import LogitGaps
+from ...errors import SolverError
+from ..constraints import LogitGaps
 from .dual_forms import dual_form
 from .gram import ConstraintOps
 
 
 class MarginProgram(Protocol):
-    """What the dual method needs of a program (:class:`ntpbias.geometry.svm.MarginProgram` is one): its
+    """What the dual method needs of a program (:class:`ntpbias.geometry.margins.program.MarginProgram` is one): its
     constraint maps, the shape of W, and a copy on a device and dtype."""
 
     ineq: LogitGaps
@@ -187,7 +187,7 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
     >>> import torch
     >>> from ntpbias.data.ntp import NTPData
     >>> from ntpbias.geometry.constraints import constraints
-    >>> from ntpbias.geometry.svm import MarginProgram
+    >>> from ntpbias.geometry.margins.program import MarginProgram
     >>> cons = constraints(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
     >>> sol = solve_dual(MarginProgram(cons.ineq, cons.eq), tol=1e-10)
     >>> sol.converged, sol.form, [round(float(x), 6) for x in sol.lam]

@@ -13,8 +13,8 @@ Its Lagrange dual is
 (||.||_* the dual norm), and at the optimum ||W|| = Σ λ and <A_in^T λ + A_eq^T μ, W> = ||W|| (docs/optimizers.md#the-
 max-margin-programs). l1 and linf make (P_N) a linear program, spectral and nuclear a semidefinite program; both are
 solved by cvxpy with Clarabel named explicitly (an interior-point method for LPs, SOCPs and SDPs), on vec(W) with each
-constraint family one sparse matrix. The l2 norm keeps the quadratic program of :mod:`ntpbias.geometry.svm` (same
-minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
+constraint family one sparse matrix. The l2 norm keeps the quadratic program of :mod:`ntpbias.geometry.margins.program`
+(same minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
 
 :class:`NormCertificate` is recomputed from (W, λ, μ) alone, never from the solver's own report:
 
@@ -24,7 +24,7 @@ minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
 * ``duality_gap``: | ||W|| - Σ λ | / ||W||.
 
 Whether the minimizer is unique (l1, linf, spectral and nuclear are not strictly convex) is decided by
-:func:`ntpbias.geometry.uniqueness.uniqueness`: certified unique, certified non-unique (a second minimizer is
+:func:`ntpbias.geometry.margins.uniqueness.uniqueness`: certified unique, certified non-unique (a second minimizer is
 exhibited and checked), or undecided.
 """
 
@@ -37,15 +37,15 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from ..data.ntp import NTPData
-from ..errors import NotSeparableError, SolverError
-from .constraints import LogitGaps, constraints
-from .norms import DUAL, check_norm, matrix_norm
-from .scaling import in_user_units
+from ...data.ntp import NTPData
+from ...errors import NotSeparableError, SolverError
+from ..constraints import LogitGaps, constraints
+from ..norms import DUAL, check_norm, matrix_norm
+from ..scaling import in_user_units
 
 #: A result is certified when every certificate residual is at most this.
 CERT_TOL = 1e-6
-#: The norms solved here (l2 stays with the quadratic program of ntpbias.geometry.svm).
+#: The norms solved here (l2 stays with the quadratic program of ntpbias.geometry.margins.program).
 CONIC_NORMS = ("linf", "l1", "spectral", "nuclear")
 #: The cone program each norm is.
 PROGRAM_KIND = {"linf": "LP", "l1": "LP", "spectral": "SDP", "nuclear": "SDP"}
@@ -122,7 +122,7 @@ class NormSVMResult:
 
     @property
     def kkt(self) -> NormCertificate:
-        """The certificate (the name :class:`~ntpbias.geometry.svm.SVMResult` uses)."""
+        """The certificate (the name :class:`~ntpbias.geometry.margins.program.SVMResult` uses)."""
         return self.certificate
 
 
@@ -227,7 +227,7 @@ def norm_svm(data: NTPData, norm: str, *, tol: float = CERT_TOL, decide_uniquene
     ``options``: Clarabel's ``eps`` (gap and feasibility tolerances), ``max_iter`` and ``dynamic_regularization``
     (default off, which certifies to about 1e-10 where Clarabel's default stalls near 1e-7; a solver failure retries
     with it on). ``decide_uniqueness``: run
-    :func:`~ntpbias.geometry.uniqueness.uniqueness` (a few rank tests; ``unique`` stays None when False).
+    :func:`~ntpbias.geometry.margins.uniqueness.uniqueness` (a few rank tests; ``unique`` stays None when False).
 
     Examples
     --------
