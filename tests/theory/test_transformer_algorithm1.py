@@ -13,6 +13,7 @@ import torch
 from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import example1, example2_inputs
 from ntpbias.experiments import transformer as ex
+from ntpbias.geometry.transformer import bounds as tb
 from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
 from ntpbias.training.loop import TrainConfig
@@ -79,11 +80,11 @@ def test_norm_growth_bounds(which, request):
     task, res = request.getfixturevalue(which)
     eta0, eta = (0.1, 0.025) if which == "example1_run" else paper_step_sizes(20)
     steps, norm = series(res.stage1, "norm_ov")
-    lo, hi = th.ngd_norm_bounds(steps[steps >= 2], eta0, task.W_ov_star.norm)
+    lo, hi = tb.ngd_norm_bounds(steps[steps >= 2], eta0, task.W_ov_star.norm)
     assert (lo <= norm[steps >= 2] + 1e-12).all() and (norm[steps >= 2] <= hi + 1e-12).all()
     steps, norm = series(res.stage2, "norm_kq")
     for L_max in (task.samples.L_max, 1):
-        lo, hi = th.ngd_norm_bounds(steps, eta, task.W_kq_star.norm, L_max=L_max)
+        lo, hi = tb.ngd_norm_bounds(steps, eta, task.W_kq_star.norm, L_max=L_max)
         assert (lo <= norm + 1e-12).all() and (norm <= hi + 1e-12).all()
 
 
@@ -110,9 +111,9 @@ def test_random_dataset_direction_rate_and_lemmas(random_run):
     assert slope < 0 and 1 - resid.var() / np.log(excess[late]).var() > 0.95
     phi = series(h, "attn_opt_min")[1]
     assert (np.diff(phi) >= -1e-12).all() and phi.min() >= 1 / task.samples.L_max - 1e-15
-    _, C1 = th.thm2_constants(*paper_step_sizes(20), task.W_ov_star.norm, task.W_kq_star.norm, task.samples.L_max)
-    assert (phi >= th.thm2_attention_lower(steps, C1, task.samples.L_max) - 1e-12).all()
-    assert (series(h, "cos_grad_kq_star")[1] <= th.lemma6_direction_upper(phi, task.W_kq_star.norm) + 1e-12).all()
+    _, C1 = tb.thm2_constants(*paper_step_sizes(20), task.W_ov_star.norm, task.W_kq_star.norm, task.samples.L_max)
+    assert (phi >= tb.thm2_attention_lower(steps, C1, task.samples.L_max) - 1e-12).all()
+    assert (series(h, "cos_grad_kq_star")[1] <= tb.lemma6_direction_upper(phi, task.W_kq_star.norm) + 1e-12).all()
     assert series(h, "accuracy")[1][-1] == pytest.approx(1.0, abs=1e-12)
 
 

@@ -21,6 +21,7 @@ from ntpbias.data.sentences import (
 )
 from ntpbias.data.structure import NON_COMPARABLE, NON_OPTIMAL, OPTIMAL, analyze_structure
 from ntpbias.errors import DataError
+from ntpbias.geometry.transformer import bounds as tb
 from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import (
     TransformerInputs,
@@ -232,15 +233,15 @@ def test_stage1_exact_dynamics(V, eta0, kind):
     assert torch.allclose(margin, torch.full((V,), exact.margin[-1], dtype=F64), rtol=1e-10)
     # Proposition 1 (t >= 2): norm bounds, cosine bound (both constants), loss bounds (both rates)
     norm_star = float(torch.linalg.vector_norm(W_star))
-    lo, hi = th.ngd_norm_bounds(t[1:], eta0, norm_star)
+    lo, hi = tb.ngd_norm_bounds(t[1:], eta0, norm_star)
     norms = exact.norm[1:]
     assert (lo <= norms + 1e-12).all() and (norms <= hi + 1e-12).all()
     for c in (5.0, 12.0):
-        assert (th.prop1_cos_lower(t[1:], eta0, norm_star, V, constant=c) <= 1.0).all()
-    assert (exact.loss_L0[1:] <= th.prop1_loss_upper(t[1:], eta0, norm_star, V) * (1 + 1e-12)).all()
-    stated = th.prop1_loss_upper(t, eta0, norm_star, V, rate="stated")
-    assert (th.prop1_loss_upper(t, eta0, norm_star, V) <= stated).all()
-    assert (exact.margin[1:] >= th.corollary1_delta(t[1:], eta0, norm_star)).all()
+        assert (tb.prop1_cos_lower(t[1:], eta0, norm_star, V, constant=c) <= 1.0).all()
+    assert (exact.loss_L0[1:] <= tb.prop1_loss_upper(t[1:], eta0, norm_star, V) * (1 + 1e-12)).all()
+    stated = tb.prop1_loss_upper(t, eta0, norm_star, V, rate="stated")
+    assert (tb.prop1_loss_upper(t, eta0, norm_star, V) <= stated).all()
+    assert (exact.margin[1:] >= tb.corollary1_delta(t[1:], eta0, norm_star)).all()
 
 
 def test_stage1_reference_numbers():
@@ -264,19 +265,19 @@ def test_bound_constants_reference_values():
     """Spec §3.4-3.6: Prop. 1's cosine bound is vacuous at |V| = 20 (-618 with 12, -257 with 5); Lemma 7's t_0 = 2080
     and C_1 t ≈ 0.87 at t = 900 on Example 1."""
     eta0 = 0.2 / math.sqrt(20)
-    assert th.prop1_cos_lower(900, eta0, math.sqrt(19), 20) == pytest.approx(-618.6, abs=1)
-    assert th.prop1_cos_lower(900, eta0, math.sqrt(19), 20, constant=5) == pytest.approx(-257.2, abs=1)
+    assert tb.prop1_cos_lower(900, eta0, math.sqrt(19), 20) == pytest.approx(-618.6, abs=1)
+    assert tb.prop1_cos_lower(900, eta0, math.sqrt(19), 20, constant=5) == pytest.approx(-257.2, abs=1)
     norm_kq = math.sqrt(13 / 6)
-    assert th.lemma7_t0(0.025, 3, norm_kq) == 2080
-    C0, C1 = th.thm2_constants(0.1, 0.025, math.sqrt(3), norm_kq, 3)
+    assert tb.lemma7_t0(0.025, 3, norm_kq) == 2080
+    C0, C1 = tb.thm2_constants(0.1, 0.025, math.sqrt(3), norm_kq, 3)
     assert C0 == pytest.approx(0.1 / 12, rel=1e-12, abs=0) and 900 * C1 == pytest.approx(0.87, abs=0.01)
-    assert th.thm2_attention_lower(0, C1, 3) == pytest.approx(1 / 4, rel=1e-12, abs=0)
+    assert tb.thm2_attention_lower(0, C1, 3) == pytest.approx(1 / 4, rel=1e-12, abs=0)
     at_zero = 4 * math.exp(-900 * C0 * (1 - 2 * 3 / (3 + 1)))  # eq. (4) at t = 0: above the initial loss
-    assert th.thm2_loss_upper(0, 900, C0, C1, 3, 4) == pytest.approx(at_zero, rel=1e-12, abs=0)
-    assert th.footnote3_min_loss(900, C0, 4) == pytest.approx(4 * math.exp(-900 * C0), rel=1e-12, abs=0)
-    assert th.thm1_step_ok(0.025, norm_kq) and not th.thm1_step_ok(1.0, norm_kq)
-    assert not bool(th.thm2_condition(900, 0.025, 9, 3, norm_kq))  # the theorem's regime starts much later
-    assert not bool(th.corollary1_condition(900, 0.1, math.sqrt(3), 4))
+    assert tb.thm2_loss_upper(0, 900, C0, C1, 3, 4) == pytest.approx(at_zero, rel=1e-12, abs=0)
+    assert tb.footnote3_min_loss(900, C0, 4) == pytest.approx(4 * math.exp(-900 * C0), rel=1e-12, abs=0)
+    assert tb.thm1_step_ok(0.025, norm_kq) and not tb.thm1_step_ok(1.0, norm_kq)
+    assert not bool(tb.thm2_condition(900, 0.025, 9, 3, norm_kq))  # the theorem's regime starts much later
+    assert not bool(tb.corollary1_condition(900, 0.1, math.sqrt(3), 4))
 
 
 # ---------------------------------------------------------------------------------------------- stage 2
@@ -296,7 +297,7 @@ def test_stage2_example1_reference_and_lemmas():
     W_star, norm_star = star.W, star.norm
     eta, T = 0.025, 900
     L_max, N = ds.L_max, ds.N
-    _, C1 = th.thm2_constants(0.1, eta, math.sqrt(3), norm_star, L_max)
+    _, C1 = tb.thm2_constants(0.1, eta, math.sqrt(3), norm_star, L_max)
     opt = st.optimal
     classes_T = st.classes.T  # [token, query], matches A[key, query]
     record = {"cos": {}, "loss": [], "phi_plus": [], "A": []}
@@ -310,7 +311,7 @@ def test_stage2_example1_reference_and_lemmas():
         record["A"].append(A)
         if t >= 1:
             record["cos"][t] = _cos(W, W_star)
-            lo, hi = th.ngd_norm_bounds(t, eta, norm_star, L_max=L_max)
+            lo, hi = tb.ngd_norm_bounds(t, eta, norm_star, L_max=L_max)
             norm = float(torch.linalg.vector_norm(W))
             assert lo - 1e-12 <= norm <= hi + 1e-12  # Lemma 6 version (asserted)
         # Lemma 5: every optimal weight >= every non-optimal weight and >= 1/L^(n)
@@ -318,9 +319,9 @@ def test_stage2_example1_reference_and_lemmas():
         small = phi.masked_fill(opt | ~ds.mask, -math.inf).amax(1)
         assert bool((big >= small - 1e-15).all()) and bool((big >= 1 / ds.lengths.to(F64) - 1e-15).all())
         # Lemma 6: <G/||G||, W*/||W*||> <= -min φ_+/(2||W*||)
-        assert _cos(G, W_star) <= th.lemma6_direction_upper(float(phi_plus.min()), norm_star) + 1e-12
+        assert _cos(G, W_star) <= tb.lemma6_direction_upper(float(phi_plus.min()), norm_star) + 1e-12
         # Theorem 2's attention bound
-        assert float(phi_plus.min()) >= th.thm2_attention_lower(t, C1, L_max) - 1e-12
+        assert float(phi_plus.min()) >= tb.thm2_attention_lower(t, C1, L_max) - 1e-12
         # token basis: non-comparable entries exactly 0, column sums 0
         assert float(A[classes_T == NON_COMPARABLE].abs().max()) == 0.0
         assert float(A.sum(0).abs().max()) < 1e-12
@@ -341,7 +342,7 @@ def test_stage2_example1_reference_and_lemmas():
     L_star = th.stage2_loss_infimum(th.stage1_exact(900, eta0=0.1, V=4).margin, 4)
     assert (loss > L_star).all() and (np.diff(loss) <= 0).all()
     assert loss[900] == pytest.approx(L_star, rel=1e-3, abs=0)
-    assert (th.thm1_cos_lower(np.arange(2, 901), eta, N, L_max, norm_star) <= 1).all()  # vacuous here, reported
+    assert (tb.thm1_cos_lower(np.arange(2, 901), eta, N, L_max, norm_star) <= 1).all()  # vacuous here, reported
     # Example 2 (check 20): SP -> V, OSP -> P, VP -> O with probability > 0.99
     ex2 = example2_inputs()
     probs = forward_reparam(W_ov, W, TransformerInputs.from_samples(ex2, E))
@@ -405,14 +406,14 @@ def test_lemma7_on_a_long_example1_run():
     ds, st, W_ov, inputs = _train_example1(E)
     star = th.wkq_star(st, E)
     eta = 0.025
-    t0 = th.lemma7_t0(eta, ds.L_max, star.norm)
+    t0 = tb.lemma7_t0(eta, ds.L_max, star.norm)
     assert t0 == 2080
     checked = []
 
     def on_step(t, W, out, G):
         if t >= t0:
             norm = float(torch.linalg.vector_norm(W))
-            alpha = th.lemma7_alpha(norm, ds.N, ds.L_max, star.norm)
+            alpha = tb.lemma7_alpha(norm, ds.N, ds.L_max, star.norm)
             lhs = float((G * W).sum())
             rhs = (1 + alpha) * float((G * star.W).sum()) * norm / star.norm
             assert lhs >= rhs - 1e-12 * abs(rhs)
