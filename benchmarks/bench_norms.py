@@ -32,7 +32,7 @@ data = random_ntp(m=50 * k, d=60 * k, V=10, support_size=6, seed=0)
 t0 = time.perf_counter()
 if norm == "l2":
     res = ntp_svm(data)
-    out = {"seconds": time.perf_counter() - t0, "iterations": res.iterations, "residual": res.kkt.worst,
+    out = {"seconds": time.perf_counter() - t0, "iterations": res.iterations, "residual": res.certificate.worst,
            "value": res.norm, "solver": res.solver}
 else:
     res = ntp_svm(data, norm=norm, decide_uniqueness=unique)

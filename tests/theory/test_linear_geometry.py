@@ -375,7 +375,7 @@ def test_ntp_svm_matches_independent_natural_form_solve(svm_case):
 
     gaps, ties = logit_gaps(W, data)
     assert gaps.min() == pytest.approx(1.0, abs=1e-8)  # margin exactly 1, attained
-    assert res.margin == pytest.approx(gaps.min(), abs=1e-12)
+    assert res.min_gap == pytest.approx(gaps.min(), abs=1e-12)
     assert float(ntp_margin(res.W, data)) == pytest.approx(gaps.min(), abs=1e-12)
     assert np.abs(ties).max() <= 1e-8  # (6a): in-support logits tied
 
@@ -389,7 +389,7 @@ def test_ntp_svm_matches_independent_natural_form_solve(svm_case):
 
 def test_ntp_svm_kkt_certificate_holds_on_own_dense_constraints(svm_case):
     name, data, res, _ = svm_case
-    assert res.kkt.worst <= 1e-6
+    assert res.certificate.worst <= 1e-6
     A_eq, _, A_in = anchor_system(data)
     assert len(res.dual_ineq) == len(A_in) == data.m * data.V - int(data.support_sizes.sum())
     assert len(res.dual_eq) == len(A_eq) == int(data.support_sizes.sum()) - data.m

@@ -78,7 +78,7 @@ def test_certificate_recomputed(norm):
     assert float(dual_norm(G, norm)) <= 1 + 1e-9  # dual feasible
     assert float(lam.sum()) == pytest.approx(value, rel=1e-7)  # weak duality tight: the lower bound meets ||W||
     assert float((G * W).sum()) == pytest.approx(value, rel=1e-7)  # Hölder tight at W
-    assert res.margin == pytest.approx(1.0, abs=1e-8)
+    assert res.min_gap == pytest.approx(1.0, abs=1e-8)
 
 
 def _face_width(data: NTPData, norm: str, value: float, C: np.ndarray) -> float:

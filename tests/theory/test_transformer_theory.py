@@ -69,7 +69,7 @@ def test_wov_star_qp_equals_closed_form(V, kind, d):
     n = torch.roll(torch.arange(V), 1)
     E = token_embeddings(V, kind=kind, d=d, seed=0)
     res = th.wov_star(n, E)
-    assert res.certified and res.kkt.worst < 1e-8
+    assert res.certified and res.certificate.worst < 1e-8
     assert float((res.W - th.wov_star_closed_form(n, E)).abs().max()) < 1e-6
     assert res.norm == pytest.approx(math.sqrt(V - 1), rel=1e-9, abs=0)
 
@@ -90,7 +90,7 @@ def test_wkq_star_example1_reference():
     st = analyze_structure(example1())
     E = token_embeddings(4)
     res = th.wkq_star(st, E)
-    assert res.certified and res.kkt.worst < 1e-8
+    assert res.certified and res.certificate.worst < 1e-8
     expected = torch.tensor([[1 / 2, 0, 0, -1 / 2], [-1 / 2, 1 / 2, 0, 0], [-1 / 3, -1 / 3, 2 / 3, 0],
                              [0, 0, 1 / 2, -1 / 2]], dtype=F64).T  # rows above are columns S, V, O, P
     assert torch.allclose(res.W, expected, atol=1e-9)
@@ -144,7 +144,7 @@ def test_wkq_star_qp_against_independent_columnwise_solve(make, seed):
     st = analyze_structure(make(seed))
     E = token_embeddings(st.samples.V)
     res = th.wkq_star(st, E)
-    assert res.certified and res.kkt.worst < 1e-8
+    assert res.certified and res.certificate.worst < 1e-8
     assert float((res.W - _columnwise_slsqp(st)).abs().max()) < 1e-6
 
 

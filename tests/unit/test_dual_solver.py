@@ -72,18 +72,18 @@ def test_dual_matches_clarabel(m, d, V, seed, onehot, form):
     assert ref.certified
     res = prog.solve("dual", tol=1e-9, polish=False, form=form)
     assert res.solver == "dual" and res.details["form"] == form
-    assert res.certified and res.kkt.worst <= 1e-9
+    assert res.certified and res.certificate.worst <= 1e-9
     assert rel(res.W, ref.W) < 1e-6
     assert abs(res.norm ** 2 - ref.norm ** 2) / ref.norm ** 2 < 1e-6
     # the certificate is the independent one, recomputed from (W, λ, μ)
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate
 
 
 def test_dual_matches_clarabel_with_polish_to_machine_precision():
     data = random_ntp(30, 40, 10, 4, seed=5, pi="dirichlet")
     prog = program_of(data)
     ref, res = clarabel(prog), prog.solve("dual")
-    assert res.details["polish"] == "applied" and res.kkt.worst < 1e-10
+    assert res.details["polish"] == "applied" and res.certificate.worst < 1e-10
     assert rel(res.W, ref.W) < 1e-7
 
 
@@ -204,7 +204,7 @@ def test_iteration_cap_returns_honest_certificate_with_warning():
         res = prog.solve("dual", max_iter=5, polish=False, tol=1e-10)
     assert res.status == "inaccurate" and not res.certified
     assert res.iterations == 5
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate
 
 
 def test_out_of_memory_is_a_solver_error(monkeypatch):
@@ -234,7 +234,7 @@ def test_matrix_free_polish_equals_dense_polish(monkeypatch):
     monkeypatch.setattr(svm_mod, "POLISH_MAX_ROWS", 0)
     cg = prog.polish(rough)
     assert dense is not None and cg is not None
-    assert cg.kkt.worst < 1e-10 and rel(cg.W, dense.W) < 1e-9
+    assert cg.certificate.worst < 1e-10 and rel(cg.W, dense.W) < 1e-9
 
 
 def test_explicit_device_cpu_and_cuda_when_available():

@@ -55,7 +55,7 @@ def rel(a, b):
 def assert_matches_clarabel(prog, res, *, w_tol=1e-6):
     ref = prog.solve("clarabel", polish=False)
     assert ref.certified and res.certified and res.solver == "workset"
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt  # recomputed, every row included
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate  # recomputed, every row included
     assert rel(res.W, ref.W) < w_tol
     assert abs(res.norm ** 2 - ref.norm ** 2) / ref.norm ** 2 < 1e-6
 
@@ -99,7 +99,7 @@ def test_float32_inner_solve_is_certified_in_float64():
     data = onehot_data(80, 40, 10, seed=5)
     prog = program_of(data)
     res = prog.solve("workset", tol=1e-9)
-    assert res.certified and res.kkt.worst <= 1e-9
+    assert res.certified and res.certificate.worst <= 1e-9
     assert res.details["refine_rounds"] >= 1 and res.details["pcg_iterations"] > 0
     assert res.details["face_rows"] == res.n_active
 
@@ -289,7 +289,7 @@ def test_working_set_rounds_at_scale_match_the_dual_method(monkeypatch):
     sizes = res.details["working_set"]
     assert sizes[0] == 500 * 16 and max(sizes) < len(prog.ineq) / 2 and res.details["rounds"] >= 2
     assert rel(res.W, ref.W) < 1e-6
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate
 
 
 def test_full_pair_rows_use_the_row_form():

@@ -8,8 +8,9 @@ Foundations every program uses sit at the top (:mod:`.constraints`, :mod:`.norms
 
 from .analysis import Analysis, analyze
 from .linear.subspace import subspace
-from .margins.program import MarginProgram, SVMResult, ntp_margin, ntp_svm
+from .margins.program import MarginProgram, ntp_margin, ntp_svm
+from .margins.result import Certificate, SVMResult
 from .separability.verdict import ntp_separability
 
-__all__ = ["Analysis", "analyze", "ntp_separability", "subspace", "MarginProgram", "SVMResult", "ntp_margin",
-           "ntp_svm"]
+__all__ = ["Analysis", "analyze", "ntp_separability", "subspace", "MarginProgram", "SVMResult", "Certificate",
+           "ntp_margin", "ntp_svm"]

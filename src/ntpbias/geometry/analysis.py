@@ -38,7 +38,7 @@ class Analysis:
     seconds: dict[str, float]
     notes: list[str] = field(default_factory=list)
     subspace_method: str = "exact"
-    max_margin: dict = field(default_factory=dict)  # norm -> SVMResult | NormSVMResult | None (``norms=``)
+    max_margin: dict = field(default_factory=dict)  # norm -> SVMResult | None (``norms=``)
 
     def summary(self) -> dict[str, object]:
         """The headline numbers: sizes, entropy floor, dim F, the two verdicts and ||W^mm||."""
@@ -93,7 +93,7 @@ class Analysis:
                 "method": self.separability.method,
             },
             "margin": None if svm is None else 1.0 / svm.norm,
-            "min_logit_gap_W_mm": None if svm is None else svm.margin,
+            "min_logit_gap_W_mm": None if svm is None else svm.min_gap,
             "norm_W_star": stable_norm(self.W_star),
             "norm_W_mm": None if svm is None else svm.norm,
             "n_support_vectors": None if svm is None else svm.n_active,
@@ -103,7 +103,7 @@ class Analysis:
             "solver_iterations": None if svm is None else svm.iterations,
             "status": None if svm is None else svm.status,
             "certified": None if svm is None else svm.certified,
-            "kkt": None if svm is None else svm.kkt.as_dict(),
+            "kkt": None if svm is None else svm.certificate.as_dict(),
             "data_scale": data_scale(data.H),
             "embedding_bound_M": data.embedding_bound,
             "smoothness_bound_L": smoothness_bound(data),
@@ -161,8 +161,8 @@ def max_margin_entry(norm: str, result) -> dict:
     l2 = norm == "l2"
     return {"norm_W_mm": result.norm, "margin": 1.0 / result.norm, "certified": result.certified,
             "unique": True if l2 else result.unique, "solver": result.solver, "seconds": result.solve_seconds,
-            "status": result.status, "min_logit_gap": result.margin,
-            "certificate": result.kkt.as_dict(),
+            "status": result.status, "min_logit_gap": result.min_gap,
+            "certificate": result.certificate.as_dict(),
             "uniqueness": "the l2 norm is strictly convex" if l2 else result.uniqueness}
 
 
@@ -220,7 +220,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
             svm = ntp_svm(data, backend, **(options if backend in ("dual", "workset") else {}))
         seconds["svm"] = time.perf_counter() - t0
         if not svm.certified:
-            notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.kkt.worst:.2e} > "
+            notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.certificate.worst:.2e} > "
                          f"{svm.tol:g} (status {svm.status})")
     else:
         notes.append("not NTP-separable: " + sep.reason)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from ..data.ntp import NTPData
-from ..geometry.ufm.logit_svm import LogitSVMResult, nuclear_svm
+from ..geometry.margins.result import SVMResult
+from ..geometry.ufm.logit_svm import nuclear_svm
 from ..geometry.ufm.logits import (
     SupportSVD,
     collapse,
@@ -54,7 +55,7 @@ class UFMReference:
     L_opt : (V, m) the optimum at the training λ when known (for ``dist_opt``), else None
     """
 
-    svm: LogitSVMResult
+    svm: SVMResult
     support: SupportSVD
     groups: torch.Tensor
     word_gram: torch.Tensor
@@ -66,7 +67,7 @@ class UFMReference:
     L_opt: torch.Tensor | None = None
 
     @classmethod
-    def of(cls, data: NTPData, *, solver: str = "auto", svm: LogitSVMResult | None = None) -> UFMReference:
+    def of(cls, data: NTPData, *, solver: str = "auto", svm: SVMResult | None = None) -> UFMReference:
         from ..geometry.linear.loss import logit_cross_entropy_grad
 
         svm = svm if svm is not None else nuclear_svm(data, solver)

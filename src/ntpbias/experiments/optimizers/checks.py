@@ -120,7 +120,7 @@ def onehot_checks(dataset: str, histories: list[History], configs: dict[str, Nor
 def sanity_checks(dataset: str, histories: list[History], ref: NormsReference) -> list[Check]:
     """The NTP-SVMs are certified, and no iterate beats a norm's maximum margin."""
     solved = {n: r for n, r in ref.svm.items() if r is not None}
-    worst = max((r.kkt.worst for r in solved.values()), default=float("nan"))
+    worst = max((r.certificate.worst for r in solved.values()), default=float("nan"))
     out = [Check(f"{dataset}: NTP-SVMs certified", f"the NTP-SVM of each norm ({', '.join(solved)}) is certified by "
                  "its recomputed certificate (KKT for l2; primal feasibility, dual-norm bound and duality gap "
                  "otherwise)",

@@ -85,7 +85,7 @@ def svm_table(name: str, ref: NormsReference) -> Table:
         if r is None:
             rows.append((norm, None, None, None, None, "not solved", None))
             continue
-        worst = r.kkt.worst
+        worst = r.certificate.worst
         unique = True if norm == "l2" else r.unique
         verdict = {True: "yes", False: "no", None: "undecided"}[unique]
         rows.append((norm, r.norm, 1 / r.norm, worst, r.certified, verdict, r.solve_seconds))

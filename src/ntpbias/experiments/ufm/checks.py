@@ -61,8 +61,8 @@ def geometry_checks(name: str, data: NTPData, ref: UFMReference, other_gap: floa
     out = [
         check_at_most(f"{name}: SVM certificate", f"the nuclear-norm NTP-SVM ({svm.solver}) is certified: relative "
                       "duality gap against the recomputed dual certificate (||Λ||_op <= 1, columns summing to 0, <= 0 "
-                      "off the supports)", svm.gap_rel, svm.tol, "docs/ufm.md, U-2 (our derivation of the dual)",
-                      **_exact()),
+                      "off the supports)", svm.certificate.duality_gap, svm.tol,
+                      "docs/ufm.md, U-2 (our derivation of the dual)", **_exact()),
         check_at_most(f"{name}: same-support columns of L^mm", "contexts with the same support set have the same "
                       "column of L^mm (convexity and symmetry)", same_support_spread(svm.L, ref.groups), EXACT,
                       "docs/ufm.md, U-5 (our derivation)", kind="theorem", premise="none (holds for every pattern)",

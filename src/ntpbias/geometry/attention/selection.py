@@ -126,7 +126,7 @@ def max_margin_selection(E: torch.Tensor, ds: TokenSequences, selected: torch.Te
     Solved by :class:`~ntpbias.geometry.margins.program.MarginProgram` on the variable p as a (1, d) matrix with
     H = E (|S|, d) (logit rows a = b = 0, columns j = s, k = s'). When |S| < d the solution lies in the row
     space of E, so the same program is solved exactly in coordinates c of an orthonormal basis Q of it
-    (p = Q c, H = E Q, ||p|| = ||c||); the certificate ``result.kkt`` then refers to c. An infeasible
+    (p = Q c, H = E Q, ||p|| = ||c||); the certificate ``result.certificate`` then refers to c. An infeasible
     selection is reported as ``status="infeasible"``, never raised.
 
     Examples

@@ -238,7 +238,7 @@ def _dual_verdict(data: NTPData, program: MarginProgram, **options) -> Separabil
     margin = float(program.ineq.apply(W).min())
     if margin <= 0:
         raise SolverError(f"the dual solver stopped after {run.iterations} iterations without deciding separability "
-                          f"(KKT residual {svm.kkt.worst:.1e}); raise max_iter or use the LP (method='lp')")
+                          f"(KKT residual {svm.certificate.worst:.1e}); raise max_iter or use the LP (method='lp')")
     W = W / margin
     eq_res = float(program.eq.apply(W).abs().max()) if program.eq is not None else 0.0
     residual = max(1 - float(program.ineq.apply(W).min()), eq_res, 0.0)

@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 import torch
 
 from ...errors import SolverError
 from .apg import APGRun, apg
-from .dual import DIVERGENCE_TOL, _warm_duals
+from .dual import DIVERGENCE_TOL, _SolverRun, _warm_duals
 from .face_ops import cells_times_H, face_operator
 from .gram import ConstraintOps, gram_solve
 from .lowp import CHOICES as LOWP_CHOICES
@@ -84,45 +83,21 @@ SETTLED_CHANGE = 1e-3
 TARGET_FACTOR = 0.25
 
 
-@dataclass(frozen=True, eq=False)
-class WorksetSolution:
-    """Outcome of :func:`solve_workset` (multipliers in the program's dtype and device).
-
-    The fields shared with :class:`~ntpbias.geometry.solvers.dual.DualSolution` mean the same; ``lipschitz`` is the
-    accelerated stage's last step constant. ``details`` holds: ``working_set`` (rows per round), ``rounds``,
-    ``apg_iterations``, ``pcg_iterations``, ``refine_rounds``, ``face_rows`` (rows with positive multiplier),
-    ``products`` (matrix products of the working precision), ``products_float64``, ``handover_residual``.
-    """
-
-    lam: torch.Tensor
-    mu: torch.Tensor
-    iterations: int
-    converged: bool
-    diverged: bool
-    gordan_residual: float
-    form: str
-    precision: str
-    lipschitz: float
-    seconds: float
-    details: dict = field(default_factory=dict)
-    W: torch.Tensor | None = None  # A_in^T λ + A_eq^T μ at the returned multipliers, when refinement computed it
-
-
 def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITER, warm_start=None,
                   dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
                   working_set: str = "auto", check_every: int = 5, increments: str = "auto",
-                  face_products: bool = True) -> WorksetSolution:
+                  face_products: bool = True) -> _SolverRun:
     """Solve the max-margin ``program`` by the working-set active-face method (module doc).
 
     Parameters
     ----------
-    program : MarginProgram
+    program : SolverProgram
         Its dtype (float64 by default) is the precision of the refinement residuals and of the result.
     tol : float
         KKT tolerance the refinement aims at (the caller certifies).
     max_iter : int
         Cap on accelerated-gradient steps.
-    warm_start : SVMResult, DualSolution, WorksetSolution, (λ, μ) or None
+    warm_start : SVMResult, a solver's run or (λ, μ), or None
         Multipliers of the full program to start from.
     dtype : torch.float32 (default) or torch.float64
         Working precision of the accelerated gradient and of the correction solves.
@@ -330,7 +305,7 @@ class _GordanCheck:
         return self.ratio(*self.full(lam, mu)) <= DIVERGENCE_TOL
 
 
-def _diverged(program, run: APGRun, gordan: _GordanCheck, stats, precision, start) -> WorksetSolution:
+def _diverged(program, run: APGRun, gordan: _GordanCheck, stats, precision, start) -> _SolverRun:
     """The Gordan multipliers of a diverged run, on every row, normalized to Σλ = 1, with their float64 ratio."""
     lam, mu = gordan.full(run.lam, run.mu)
     total = lam.sum()
@@ -425,9 +400,9 @@ def _adjoint(program, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
 
 
 def _residual(W, g, geq, lam) -> float:
-    """The worst of the KKT certificate's residuals (:class:`ntpbias.geometry.margins.program.KKT`, relative) at W = A^T
-    y, where stationarity and dual feasibility hold by construction: primal violation, complementary slackness over
-    max |λ|, duality gap over max(½||W||², |Σλ - ½||W||²|)."""
+    """The worst of the KKT certificate's residuals (:class:`ntpbias.geometry.margins.result.Certificate`, relative) at
+    W = A^T y, where stationarity and dual feasibility hold by construction: primal violation, complementary slackness
+    over max |λ|, duality gap over max(½||W||², |Σλ - ½||W||²|)."""
     tiny = torch.finfo(W.dtype).tiny
     viol = max(_max0((1 - g).clamp(min=0)), _max0(geq.abs()))
     cs = _max0((lam * (g - 1)).abs()) / max(_max0(lam.abs()), tiny)
@@ -436,10 +411,10 @@ def _residual(W, g, geq, lam) -> float:
     return max(viol, cs, abs(primal - dual) / max(primal, abs(dual), tiny))
 
 
-def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> WorksetSolution:
+def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> _SolverRun:
     home = program.ineq.H
     W = stats.pop("_W", None)
-    return WorksetSolution(W=W if converged and not diverged else None,
+    return _SolverRun(W=W if converged and not diverged else None,
         lam=lam.to(device=home.device, dtype=home.dtype), mu=mu.to(device=home.device, dtype=home.dtype),
         iterations=stats["apg_iterations"] + stats["pcg_iterations"], converged=converged, diverged=diverged,
         gordan_residual=math.inf if run is None else run.gordan, form="" if run is None else run.form,

@@ -48,7 +48,7 @@ def wov_star(next_token: torch.Tensor, E: torch.Tensor, *, solver: str = "auto",
 
     Returns
     -------
-    SVMResult with its KKT certificate (``W``, ``dual_ineq``, ``kkt``, ``certified``).
+    SVMResult with its KKT certificate (``W``, ``dual_ineq``, ``certificate``, ``certified``).
     """
     tokens = torch.nonzero(next_token >= 0)[:, 0].to(E.device)
     if tokens.numel() == 0:
