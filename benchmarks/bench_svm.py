@@ -2,10 +2,11 @@
 
 Two tables, both ready-to-paste Markdown:
 
-1. **NTP supports** (paper A's random instances: h̄_j ~ N(0, I_d), |S_j| uniform random supports; spec
-   dependencies.md §1), sizes ``small, medium, large, gpu``: the workset method (``solver="workset"``, what
-   ``solver="auto"`` now picks beyond Clarabel) against the dual method (``solver="dual"``, the previous default)
-   and against cvxpy + Clarabel in a subprocess killed at ``--cap`` seconds or ``--mem-gb`` of address space.
+1. **NTP supports** (paper A's random instances: h̄_j ~ N(0, I_d), |S_j| uniform random supports;
+   docs/paper-a-linear-ntp.md#experiments-and-figures), sizes ``small, medium, large, gpu``: the workset method
+   (``solver="workset"``, what ``solver="auto"`` now picks beyond Clarabel) against the dual method (``solver="dual"``,
+   the previous default) and against cvxpy + Clarabel in a subprocess killed at ``--cap`` seconds or ``--mem-gb`` of
+   address space.
 2. **One-hot labels**, sizes ``onehot-a, onehot-b, onehot-c`` (h_j ~ N(0, I_d / d), one uniformly random label
    per context). There the NTP-SVM is the Crammer-Singer multiclass SVM without bias, and its strongest peer is
    liblinear's dual coordinate descent for it: scikit-learn's ``LinearSVC(multi_class="crammer_singer",

@@ -1,6 +1,6 @@
 """``analyze`` through its large-problem path (iterative subspace, dual-solver separability and NTP-SVM) against
-its small-problem path (Gram eigendecomposition, LP, Clarabel) on moderately sized instances (spec linear_ntp.md
-§2.2-§3.2; dependencies.md §1)."""
+its small-problem path (Gram eigendecomposition, LP, Clarabel) on moderately sized instances (eqs. (4)-(6b) and Def. 3
+of paper A; docs/paper-a-linear-ntp.md#objects)."""
 
 import importlib
 import json

@@ -1,7 +1,7 @@
-"""Scale equivariance of the NTP geometry (docs/errors-and-limits.md#scale): with the embeddings multiplied by c,
-separability, compatibility and dim F are unchanged, W* and W^mm scale as 1/c, the maximum margin 1/||W^mm|| as c,
-every certificate holds, and a wrong answer is never certified, for c anywhere in 1e-12..1e12 (and beyond, up to
-what float64 can represent)."""
+"""Scale equivariance of the NTP geometry (docs/errors-and-limits.md#scale-the-same-answer-for-h-and-ch): with the
+embeddings multiplied by c, separability, compatibility and dim F are unchanged, W* and W^mm scale as 1/c, the maximum
+margin 1/||W^mm|| as c, every certificate holds, and a wrong answer is never certified, for c anywhere in 1e-12..1e12
+(and beyond, up to what float64 can represent)."""
 
 import math
 

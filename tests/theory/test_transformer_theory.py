@@ -1,7 +1,9 @@
-"""Theory of paper C (spec §3, checks 8-18, 20): max-margin solutions, Proposition 2, exact stage 1, bounds.
+"""Theory of paper C: max-margin solutions, Proposition 2, exact stage 1, bounds (C-C3 to C-C7 of
+docs/paper-c-transformer.md#theory-checks).
 
 Stage 1 and stage 2 of Algorithm 1 are run here as plain normalized-GD loops over the model's closed-form
-gradients (the training engine integration comes later); reference values are the spec's prototype numbers.
+gradients (the training engine integration comes later); reference values come from an
+independent prototype (C-C6) or are derived in the test's docstring.
 """
 
 import itertools
@@ -65,7 +67,7 @@ def _stage2(W_ov, inputs, eta, T, *, on_step=None):
 # ---------------------------------------------------------------------------------------------- W_ov*
 @pytest.mark.parametrize("V,kind,d", [(20, "onehot", 20), (4, "onehot", 4), (6, "orthonormal", 9)])
 def test_wov_star_qp_equals_closed_form(V, kind, d):
-    """Spec check 8: QP == e_{n(x)} - 1/|V| (1e-6) and ||W_ov*|| = sqrt(|V| - 1)."""
+    """C-C3 (docs/paper-c-transformer.md#objects, object 1): QP == e_{n(x)} - 1/|V| (1e-6), ||W_ov*|| = √(|V| - 1)."""
     n = torch.roll(torch.arange(V), 1)
     E = token_embeddings(V, kind=kind, d=d, seed=0)
     res = th.wov_star(n, E)
@@ -86,7 +88,7 @@ def test_wov_star_on_a_partial_collocation():
 
 # ---------------------------------------------------------------------------------------------- W_kq*
 def test_wkq_star_example1_reference():
-    """Spec §2.7 / check 9: the token-basis W_kq* of Example 1 and ||W_kq*||^2 = 13/6; equals Proposition 2."""
+    """C-C3: the token-basis W_kq* of Example 1 (Sec. 4.1 of paper C) and ||W_kq*||^2 = 13/6; equals Proposition 2."""
     st = analyze_structure(example1())
     E = token_embeddings(4)
     res = th.wkq_star(st, E)
@@ -100,7 +102,8 @@ def test_wkq_star_example1_reference():
 
 
 def test_prop2_counterexample():
-    """Spec §3.7: QP column q = (2/3, -1/3, -1/3, 1/2, -1/2), Prop. 2 = (3/5, -2/5, -2/5, 3/5, -2/5); 7/6 vs 6/5."""
+    """Erratum C-E1 (docs/paper-c-transformer.md#errata): QP column q = (2/3, -1/3, -1/3, 1/2, -1/2), Prop. 2 =
+    (3/5, -2/5, -2/5, 3/5, -2/5); 7/6 vs 6/5."""
     st = analyze_structure(prop2_counterexample())
     E = token_embeddings(5)
     res = th.wkq_star(st, E)
@@ -120,7 +123,7 @@ def test_prop2_counterexample():
 
 
 def _columnwise_slsqp(st):
-    """Independent solve (spec §3.2): per query, min ||w||^2 s.t. w_u - w_v >= 1 for each u >_q v, by SLSQP."""
+    """Independent solve of eq. (3) of paper C by SLSQP: per query, min ||w||^2 s.t. w_u - w_v >= 1 for u >_q v."""
     V = st.samples.V
     A = np.zeros((V, V))
     rel = st.relations.numpy()
@@ -161,7 +164,7 @@ def _hall(st, q):
 
 
 def test_prop2_holds_exactly_where_the_condition_holds():
-    """Spec check 9: on random "samples" data, closed form == QP iff the Hall condition holds (it fails somewhere)."""
+    """C-C3: on random "samples" data, closed form == QP iff the Hall condition holds (it fails somewhere)."""
     failing = 0
     for seed in range(12):
         st = analyze_structure(generate_samples(12, seed=seed))
@@ -177,7 +180,7 @@ def test_prop2_holds_exactly_where_the_condition_holds():
 
 
 def test_rotation_invariance_and_general_embeddings():
-    """Spec check 10: with orthonormal E, W_kq* = E A* E^T and W_ov* = B* E^T; non-orthonormal E via the left factor."""
+    """C-C3: with orthonormal E, W_kq* = E A* E^T and W_ov* = B* E^T; non-orthonormal E via the left factor."""
     st = analyze_structure(example1())
     A = th.wkq_star(st, token_embeddings(4)).W
     E = token_embeddings(4, kind="orthonormal", d=6, seed=7)
@@ -207,8 +210,8 @@ def test_wkq_star_without_relations_is_an_error():
 @pytest.mark.parametrize("V,eta0,kind", [(20, 0.2 / math.sqrt(20), "onehot"), (4, 0.1, "onehot"),
                                          (7, 0.3, "orthonormal")])
 def test_stage1_exact_dynamics(V, eta0, kind):
-    """Spec check 11 (and §3.3): NGD from 0 equals t η₀ W*/||W*|| exactly; Example 1 at η₀ = 0.1 (margin ~52)
-    would fail with an unstable cross-entropy."""
+    """C-C4 (object 4 of docs/paper-c-transformer.md#objects): NGD from 0 equals t η₀ W*/||W*|| exactly; Example 1 at η₀
+    = 0.1 (margin ~52) would fail with an unstable cross-entropy."""
     n = torch.roll(torch.arange(V), -1)
     E = token_embeddings(V, kind=kind, d=V + 2 if kind == "orthonormal" else V, seed=1)
     W_star = th.wov_star_closed_form(n, E)
@@ -245,7 +248,7 @@ def test_stage1_exact_dynamics(V, eta0, kind):
 
 
 def test_stage1_reference_numbers():
-    """Spec §3.3: |V| = 20, η₀ = 0.2/sqrt(20), T = 900; Example 1 at η₀ = 0.1."""
+    """C-C4, object 4's closed form: |V| = 20, η₀ = 0.2/sqrt(20), T = 900; Example 1 at η₀ = 0.1."""
     eta0 = 0.2 / math.sqrt(20)
     s = th.stage1_exact([0, 900], eta0=eta0, V=20)
     assert s.norm[1] == pytest.approx(40.2492, abs=1e-4) and s.margin[1] == pytest.approx(9.233805, abs=1e-6)
@@ -262,8 +265,8 @@ def test_stage1_reference_numbers():
 
 
 def test_bound_constants_reference_values():
-    """Spec §3.4-3.6: Prop. 1's cosine bound is vacuous at |V| = 20 (-618 with 12, -257 with 5); Lemma 7's t_0 = 2080
-    and C_1 t ≈ 0.87 at t = 900 on Example 1."""
+    """Prop. 1, Lemma 7 and Theorem 2 of paper C (C-E2, C-D5): Prop. 1's cosine bound is vacuous at |V| = 20 (-618 with
+    12, -257 with 5); Lemma 7's t_0 = 2080 and C_1 t ≈ 0.87 at t = 900 on Example 1."""
     eta0 = 0.2 / math.sqrt(20)
     assert tb.prop1_cos_lower(900, eta0, math.sqrt(19), 20) == pytest.approx(-618.6, abs=1)
     assert tb.prop1_cos_lower(900, eta0, math.sqrt(19), 20, constant=5) == pytest.approx(-257.2, abs=1)
@@ -290,7 +293,7 @@ def _train_example1(E, T=900):
 
 
 def test_stage2_example1_reference_and_lemmas():
-    """Spec checks 13-18, 20 on Example 1 (η₀ = 0.1, η = 0.025, 900 + 900 steps)."""
+    """C-C5 to C-C7 on Example 1 (η₀ = 0.1, η = 0.025, 900 + 900 steps)."""
     E = token_embeddings(4)
     ds, st, W_ov, inputs = _train_example1(E)
     star = th.wkq_star(st, E)
@@ -352,7 +355,7 @@ def test_stage2_example1_reference_and_lemmas():
 
 
 def test_stage2_rotation_invariance():
-    """Spec check 10: a random orthogonal E gives the same loss and cosine curves (1e-10)."""
+    """C-C3: a random orthogonal E gives the same loss and cosine curves (1e-10)."""
     curves = []
     for E in (token_embeddings(4), token_embeddings(4, kind="orthonormal", seed=5)):
         ds, st, W_ov, inputs = _train_example1(E, T=300)
@@ -368,7 +371,7 @@ def test_stage2_rotation_invariance():
 
 
 def test_stage2_counterexample_converges_to_the_qp_not_prop2():
-    """Spec check 18: cos to the QP > cos to Prop. 2 at t = 1000, and cos to the QP > 0.998."""
+    """C-C6, C-E1: cos to the QP > cos to Prop. 2 at t = 1000, and cos to the QP > 0.998."""
     ds = prop2_counterexample()
     st = analyze_structure(ds)
     E = token_embeddings(5)
@@ -381,7 +384,7 @@ def test_stage2_counterexample_converges_to_the_qp_not_prop2():
 
 
 def test_stage2_random_dataset_direction_and_linear_rate():
-    """Spec checks 17-18 on a |V| = 20 "sentences" dataset: cos(900) >= 0.95 and > cos(100); log(L - L*) linear late."""
+    """C-C5, C-C6 on a |V| = 20 "sentences" dataset: cos(900) >= 0.95 and > cos(100); log(L - L*) linear late."""
     ds = generate_sentences(20, L_max=8, seed=0)
     st = analyze_structure(ds)
     E = token_embeddings(20)
@@ -401,7 +404,7 @@ def test_stage2_random_dataset_direction_and_linear_rate():
 
 @pytest.mark.slow
 def test_lemma7_on_a_long_example1_run():
-    """Spec check 19: Lemma 7's inequality for t >= t_0 = 2080 on Example 1 (t < 6000)."""
+    """C-C5: Lemma 7's inequality for t >= t_0 = 2080 on Example 1 (t < 6000)."""
     E = token_embeddings(4)
     ds, st, W_ov, inputs = _train_example1(E)
     star = th.wkq_star(st, E)

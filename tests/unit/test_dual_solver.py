@@ -107,7 +107,7 @@ def test_general_programs_left_factor_and_cross_columns():
 
 
 def test_full_pair_form_falls_back_to_rows():
-    """All (z ∈ S_j, v ∉ S_j) pairs share second cells, so only the row form applies; same optimum (spec §3.1)."""
+    """All (z ∈ S_j, v ∉ S_j) pairs share second cells, so only the row form applies; same optimum (Def. 3, paper A)."""
     data = random_ntp(10, 14, 6, 3, seed=3)
     S = data.support
     jj, zz, vv = torch.nonzero(S[:, :, None] & ~S[:, None, :], as_tuple=True)

@@ -1,4 +1,4 @@
-"""Token sequences -> distinct-context NTP data (spec linear_ntp.md §1, §7), against naive Python references."""
+"""Token sequences -> distinct-context NTP data (eq. (2) and App. C of paper A), against naive Python references."""
 
 from __future__ import annotations
 

@@ -152,9 +152,9 @@ def footprint(data: NTPData) -> dict[str, int]:
         parts[f"Gram matrix ({rows:,} x {rows:,})"] = nbytes(rows, rows, itemsize=3 * 8)
     return parts
 def max_margin_entry(norm: str, result) -> dict:
-    """The ``analysis.json`` record of one norm's NTP-SVM (docs/optimizers.md#analyze): its norm, the maximum normalized
-    margin 1/||W^mm||, the certificate, uniqueness, the solver and its time; a string result is the reason it is
-    missing (not separable, solver failure)."""
+    """The ``analysis.json`` record of one norm's NTP-SVM (docs/optimizers.md, "ntpbias analyze --norms"): its norm,
+    the maximum normalized margin 1/||W^mm||, the certificate, uniqueness, the solver and its time; a string result is
+    the reason it is missing (not separable, solver failure)."""
     if result is None or isinstance(result, str):
         return {"norm_W_mm": None, "margin": None, "certified": None, "unique": None, "solver": None, "seconds": None,
                 "status": result or "not separable"}
@@ -179,7 +179,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     certificate and the NTP-SVM solution (solved once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to
     the dual solver. ``norms``: also solve the NTP-SVM in each of these norms
     (:func:`~ntpbias.geometry.margins.norm_svm.norm_svm`; "l2" reuses W^mm) into ``max_margin``
-    (docs/optimizers.md#analyze).
+    (docs/optimizers.md, "ntpbias analyze --norms").
 
     Examples
     --------

@@ -1,4 +1,5 @@
-"""The cls-attention classifiers of paper B (docs/paper-b-attention.md#objects, §6) as torch modules.
+"""The cls-attention classifiers of paper B (eqs. (1) and (17) of paper B; docs/paper-b-attention.md#objects) as torch
+modules.
 
 * :class:`OneLayerAttention`, eq. (1): f(X; p, E) = softmax(p^T E_X^T) E_X v, the ``<cls>`` embedding p acting
   only as the query (it is not a key or value, docs/paper-b-attention.md#decisions);

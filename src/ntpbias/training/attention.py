@@ -1,4 +1,4 @@
-"""Training the attention models of paper B on the shared engine (docs/paper-b-attention.md#objects, §7).
+"""Training paper B's attention models on the shared engine (Sec. 5, App. D; docs/paper-b-attention.md#algorithms).
 
 Two :class:`~ntpbias.training.loop.Problem` implementations:
 
@@ -8,7 +8,7 @@ Two :class:`~ntpbias.training.loop.Problem` implementations:
   :func:`~ntpbias.geometry.attention.stage_one.loss_and_grad_p` (stable weight form, no autograd).
   :func:`train_stage_two` runs it.
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
-  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of §5 / App. D: AdamW, batch 128, step
+  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of Sec. 5 / App. D: AdamW, batch 128, step
   decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no (n, T, d)
   tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each epoch visits a
   fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator

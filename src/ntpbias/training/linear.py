@@ -1,4 +1,4 @@
-"""Training a linear next-token predictor W (V x d) on fixed context embeddings (paper A, §5-6).
+"""Training a linear next-token predictor W (V x d) on fixed context embeddings (Sec. 5 and App. A of paper A).
 
 The step uses the closed-form gradient ∇CE(W) = Σ_j π̂_j (S(W h̄_j) - p̂_j) h̄_j^T (no autograd graph), batched
 over seeds. Stochastic gradients (SGD, footnote 8 of paper A) sample either distinct contexts j ~ π̂ or raw

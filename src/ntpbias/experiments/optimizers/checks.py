@@ -1,5 +1,5 @@
 """The norms study's checks and findings: pure functions of the histories, the data and the NTP-SVMs
-(docs/optimizers.md#checks).
+(docs/optimizers.md#what-the-measurements-show).
 
 * One-hot data (where the known results apply): for every optimizer with a known limit, its normalized margin in that
   norm relative to the norm's maximum at the last step is held to a level calibrated on other one-hot datasets

@@ -1,5 +1,5 @@
 """The norms study's run config (one training of a linear NTP model by one optimizer, measured in every norm), the
-datasets, the optimizer roster and the scales (docs/optimizers.md#experiments)."""
+datasets, the optimizer roster and the scales (docs/optimizers.md#measurements)."""
 
 from __future__ import annotations
 

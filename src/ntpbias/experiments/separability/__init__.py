@@ -1,5 +1,5 @@
-"""The NTP-separability phase transition (open question 1 of paper A; docs/paper-a-linear-ntp.md#objects, §2.6, §2.7,
-§11.1).
+"""The NTP-separability phase transition (open question 1 of paper A, Sec. 7; Lemma 1 and Remark 1 of paper A;
+docs/paper-a-linear-ntp.md#objects and docs/separability.md).
 
 For Gaussian context embeddings h̄_j ~ N(0, I_d) and uniformly random supports S_j of size k = |S_j| in a
 vocabulary of V tokens (Dirichlet(1) probabilities on them), how does the probability that the data are

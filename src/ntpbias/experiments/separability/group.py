@@ -216,7 +216,7 @@ def run_group(ctx: RunContext) -> RunResult:
                          "(ntpbias.geometry.separability.thresholds) is our derivation (a cone-counting argument at "
                          "the symmetric overlap, not a proof; exact for V = 2 by Cover's theorem). No published "
                          "formula for the exact one-hot threshold with three or more classes was found (Tan and Bellec"
-                         " 2023, §4, list it as open); see docs/paper-a-linear-ntp.md#decisions, A-D19.")
+                         " 2023, Sec. 4, list it as open); see docs/paper-a-linear-ntp.md#decisions, A-D19.")
     total, certified = sum(s["lp_solves"] for _, s in summaries), sum(s["certified"] for _, s in summaries)
     section.facts.update({"datasets": len(results), "separability verdicts (LPs)": total,
                           "certified verdicts": certified, "executor": executor.describe(),

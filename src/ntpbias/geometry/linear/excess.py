@@ -1,4 +1,5 @@
-"""CE(W) - H and ∇CE(W) without cancellation, for training far into the separable regime (docs/optimizers.md#numerics).
+"""CE(W) - H and ∇CE(W) without cancellation, for training far into the separable regime
+(docs/optimizers.md#numerics-training-far-into-the-separable-regime).
 
 :func:`~ntpbias.geometry.linear.loss.cross_entropy_grad` computes CE and the residual S(W h̄_j) - p̂_j directly; once the
 probability mass off the supports falls below float64's resolution (about 1e-16, logit gaps of about 37) the loss
@@ -12,9 +13,10 @@ u_j = log(Σ_{v∉S_j} e^{ℓ_v} / Σ_{z∈S_j} e^{ℓ_z}):
 * S_z - p̂_z = p̂_z expm1(t_z) - ρ_j q_z on S_j, and S_v = e^{ℓ_v - log Σ_{z∈S_j} e^{ℓ_z} - softplus(u_j)} off it,
   ρ_j = sigmoid(u_j).
 
-Both are exact rewritings of eq. (2) of paper A and its gradient (§1.4); the one-hot case (|S_j| = 1, t = 0) stays
-accurate until e^{-gap} underflows (gaps of about 745). With |S_j| > 1 the in-support log-odds are resolved only to the
-logits' absolute precision (about 1e-16 |ℓ|), an inherent floor of float64 NTP training.
+Both are exact rewritings of eq. (2) of paper A and its gradient (docs/paper-a-linear-ntp.md#objects, item 2); the
+one-hot case (|S_j| = 1, t = 0) stays accurate until e^{-gap} underflows (gaps of about 745). With |S_j| > 1 the
+in-support log-odds are resolved only to the logits' absolute precision (about 1e-16 |ℓ|), an inherent floor of float64
+NTP training.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ Its Lagrange dual is
 
     maximize Σ λ  subject to  λ >= 0,  ||A_in^T λ + A_eq^T μ||_* <= 1                                (D_N)
 
-(||.||_* the dual norm), and at the optimum ||W|| = Σ λ and <A_in^T λ + A_eq^T μ, W> = ||W|| (docs/optimizers.md#the-
-max-margin-programs). l1 and linf make (P_N) a linear program, spectral and nuclear a semidefinite program; both are
-solved by cvxpy with Clarabel named explicitly (an interior-point method for LPs, SOCPs and SDPs), on vec(W) with each
-constraint family one sparse matrix. The l2 norm keeps the quadratic program of :mod:`ntpbias.geometry.margins.program`
-(same minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
+(||.||_* the dual norm), and at the optimum ||W|| = Σ λ and <A_in^T λ + A_eq^T μ, W> = ||W||
+(docs/optimizers.md#the-max-margin-programs). l1 and linf make (P_N) a linear program, spectral and nuclear a
+semidefinite program; both are solved by cvxpy with Clarabel named explicitly (an interior-point method for LPs, SOCPs
+and SDPs), on vec(W) with each constraint family one sparse matrix. The l2 norm keeps the quadratic program of
+:mod:`ntpbias.geometry.margins.program` (same minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
 
 Its :class:`~ntpbias.geometry.margins.result.Certificate` is recomputed from (W, λ, μ) alone, never from the
 solver's own report:

@@ -304,7 +304,8 @@ def _solve_clarabel(program: MarginProgram, *, max_iter: int = 200, eps: float =
 
 def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_start=None, norm: str = "l2",
             **options) -> SVMResult:
-    """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
+    """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced (anchor) form
+    of docs/paper-a-linear-ntp.md#objects (items 4 and 10).
 
     ``norm``: "l2" (this program; the default), or "linf", "l1", "spectral", "nuclear": the same constraints with that
     norm minimized, with the certificate of that norm's program (:func:`~ntpbias.geometry.margins.norm_svm.norm_svm`;
@@ -353,7 +354,8 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
 
 
 def ntp_margin(W: torch.Tensor, data: NTPData) -> torch.Tensor:
-    """γ(W) = min_{j, z∈S_j, v∉S_j} (e_z - e_v)^T W h̄_j (§3.1), for W (..., V, d); +inf without out-of-support pairs.
+    """γ(W) = min_{j, z∈S_j, v∉S_j} (e_z - e_v)^T W h̄_j, the NTP margin of Sec. 4 of paper A, for W (..., V, d);
+    +inf without out-of-support pairs.
 
     The normalized margin is γ(W)/||W||, at most 1/||W^mm|| over F^⊥.
     """

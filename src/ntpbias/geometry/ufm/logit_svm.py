@@ -264,7 +264,7 @@ def same_support_spread(L: torch.Tensor, groups: torch.Tensor) -> float:
 
 
 def ufm_summary(data: NTPData, solver: str = "auto", **options) -> tuple[dict, dict]:
-    """The log-bilinear model's logit-space objects of ``data`` for ``ntpbias analyze --ufm`` (docs/ufm.md#analyze).
+    """The log-bilinear model's logit-space objects of ``data`` for ``ntpbias analyze --ufm`` (docs/ufm.md#commands).
 
     Returns (the ``ufm`` record of ``analysis.json``, arrays for ``geometry.npz``: ``ufm_L_mm``, ``ufm_Lambda``,
     ``ufm_S_tilde``, ``ufm_L_star``).
