@@ -37,7 +37,7 @@ def markdown() -> str:
 
     Contexts get each command's own ``context_settings`` (``-h, --help``), as when the command runs, so the page
     does not depend on which help was printed before."""
-    root = click.Context(cli, info_name="ntpbias", terminal_width=WIDTH, max_content_width=WIDTH, **cli.context_settings)
+    root = click.Context(cli, info_name="ntpbias", **{**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH})
     parts = [HEADER, "## ntpbias\n", "```text", cli.get_help(root), "```\n"]
     for path, command, parent in _commands(cli, root, "ntpbias"):
         ctx = click.Context(command, info_name=path.rsplit(" ", 1)[1], parent=parent, **command.context_settings)
