@@ -15,7 +15,6 @@ array([ True])
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
@@ -34,9 +33,10 @@ from .experiments.base import (
     raise_if_failed,
     resolve_ids,
 )
-from .io import ensure_dir, input_file, write_json
+from .io import ensure_dir, input_file, no_empty_leftovers, write_json
+from .parallel import check_reachable
 from .report import draw, render
-from .results import Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
+from .results import Check, RunResult, Section, check_outputs, claim_run_dir, read_metrics_csv, tally, write_run
 from .training.history import History
 
 #: the ``command`` recorded in summary.json for runs started from Python
@@ -87,30 +87,14 @@ def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
     """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell.
 
     The config's checks at the door (:func:`~ntpbias.experiments.base.preflight`: files, memory) and the output
-    directory's run before any work."""
+    directory's run before any work; the directory is then held by this process alone and must not hold another run
+    (:func:`~ntpbias.results.claim_run_dir`: ``ctx.overwrite`` clears it, ``ctx.resume`` continues it)."""
     preflight(cfg)
     check_outputs(ctx.out)
-    with _no_empty_leftovers(ctx.out):
+    with claim_run_dir(ctx.out, overwrite=ctx.overwrite, resume=ctx.resume):
         result = TRAINERS[cfg.experiment][1](cfg, ctx)
-    save_run(ctx.out, result, command=command)
+        save_run(ctx.out, result, command=command)
     return result
-
-
-@contextlib.contextmanager
-def _no_empty_leftovers(out: Path):
-    """A run refused before it wrote anything (a data file that fails to read, an assumption that fails) leaves no
-    empty output directory behind: the folders it created and left empty are removed (never a file)."""
-    existed = Path(out).exists()
-    try:
-        yield
-    except BaseException:
-        if not existed and Path(out).is_dir():
-            for folder in sorted((p for p in Path(out).rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                if not any(folder.iterdir()):
-                    folder.rmdir()
-            if not any(Path(out).iterdir()):
-                Path(out).rmdir()
-        raise
 
 
 def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda _msg: None) -> list[Section]:
@@ -121,29 +105,30 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
     chosen = resolve_ids(list(ids))
     if ctx.yelp:
         input_file(ctx.yelp, "--yelp")
-    for gid in chosen:  # every group's checks before the first group's work
+    for gid in chosen:  # every group's checks (its presets, the files it reads) before the first group's work
         GROUPS[gid].preflight(ctx)
     check_outputs(ctx.out, *(ctx.out / gid for gid in chosen if len(chosen) > 1))
-    out = Path(ctx.out)  # created by the first group that writes
+    check_reachable(ctx.executor)
+    out = Path(ctx.out)
     sections, t0 = [], time.perf_counter()
-    with _no_empty_leftovers(out):
+    with claim_run_dir(out, overwrite=ctx.overwrite, resume=ctx.resume, groups=tuple(GROUPS)):
         for gid, figures in chosen.items():
             group_dir = out if len(chosen) == 1 else out / gid
             say(f"[bold]{GROUPS[gid].title}[/]")
-            with _no_empty_leftovers(group_dir):
+            with no_empty_leftovers(group_dir):
                 result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
-    if len(chosen) > 1:
-        render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
-        write_json(out / "summary.json", {
-            "command": command, "scale": ctx.scale, "seeds": ctx.seeds, "executor": ctx.executor.describe(),
-            "seconds": time.perf_counter() - t0,
-            "sections": [s.as_dict() for s in sections],
-            "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
-            "tally": tally(c for s in sections for c in s.checks),
-            "passed": all(s.passed for s in sections),
-        })
+        if len(chosen) > 1:
+            render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
+            write_json(out / "summary.json", {
+                "command": command, "scale": ctx.scale, "seeds": ctx.seeds, "executor": ctx.executor.describe(),
+                "seconds": time.perf_counter() - t0,
+                "sections": [s.as_dict() for s in sections],
+                "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
+                "tally": tally(c for s in sections for c in s.checks),
+                "passed": all(s.passed for s in sections),
+            })
     return sections
 
 
@@ -183,11 +168,12 @@ def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str
 
 def train(config: str | Path | Any | None = None, *, out: str | Path, preset: str | None = None,
           set: dict[str, Any] | None = None, scale: str = "paper", resume: bool = False,  # noqa: A002
-          progress: bool = False) -> Run:
+          overwrite: bool = False, progress: bool = False) -> Run:
     """Train a preset (by name), a config file, or a config object into ``out``; returns the run read back.
 
     ``config`` may be a preset name (``"linear-fig4-gd"``), a TOML path, or a config dataclass; ``set`` overrides
-    values as ``--set`` does (``{"train.steps": 1000, "optimizer.lr": 0.1}``).
+    values as ``--set`` does (``{"train.steps": 1000, "optimizer.lr": 0.1}``). An ``out`` that holds an earlier run is
+    refused unless ``overwrite`` (clear it first) or ``resume`` (continue it from its checkpoint).
     """
     if isinstance(config, str) and not config.endswith(".toml"):
         config, preset = None, config
@@ -198,15 +184,18 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
     else:
         cfg = config
     cfg = apply_overrides(cfg, [f"{k}={v}" for k, v in (set or {}).items()])
-    ctx = RunContext(out=Path(out), progress=progress, resume=resume, device=cfg.device)
+    ctx = RunContext(out=Path(out), progress=progress, resume=resume, overwrite=overwrite, device=cfg.device)
     run_config(cfg, ctx, command=PYTHON_COMMAND)
     return load_run(out)
 
 
 def reproduce(ids: list[str] | str = "all", *, out: str | Path, scale: str = "quick", seeds: int = 1,
-              device: str = "cpu", progress: bool = False) -> list[Section]:
-    """Reproduce experiment groups or figures (as ``ntpbias reproduce``); returns their report sections."""
-    ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=progress)
+              device: str = "cpu", resume: bool = False, overwrite: bool = False,
+              progress: bool = False) -> list[Section]:
+    """Reproduce experiment groups or figures (as ``ntpbias reproduce``); returns their report sections. An ``out``
+    that holds an earlier run is refused unless ``overwrite`` (clear it first) or ``resume``."""
+    ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=progress, resume=resume,
+                     overwrite=overwrite)
     return run_groups([ids] if isinstance(ids, str) else list(ids), ctx, command=PYTHON_COMMAND)
 
 
