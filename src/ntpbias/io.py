@@ -3,10 +3,11 @@
 Output: everything ntpbias writes goes to a temporary name and is renamed into place, so an interrupted run never
 leaves a half-written file that looks complete; the file gets the permissions of any file this process creates (0644
 under the usual umask 022, so a group sharing a run directory can read it). An output directory is written by one
-process at a time (:func:`locked_dir`: a second writer is refused with the holder's pid). Input: every file a user names goes through :func:`input_file` (a
-missing path, a directory, a FIFO or device where a file belongs are one clear error) and is read by
-:func:`read_input_text` or :func:`load_npy`, which turn every decoding failure into a :class:`DataError` naming the
-file.
+process at a time (:func:`locked_dir`: a second writer is refused with the holder's pid).
+
+Input: every file a user names goes through :func:`input_file` (a missing path, a directory, a FIFO or device where a
+file belongs are one clear error) and is read by :func:`read_input_text` or :func:`load_npy`, which turn every
+decoding failure into a :class:`DataError` naming the file.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def _fmt(x) -> str:
                    "method (float32 active-set search, float64 refinement); auto picks by size.")
 @click.option("--float32", "float32", is_flag=True,
               help="Run the dual solver in float32 (its certificate is still checked, and refined, in float64).")
-@click.option("--max-iter", type=click.IntRange(min=1), default=None,
+@click.option("--max-iter", type=click.IntRange(1, INT64_MAX), default=None,
               help="Iteration cap of the dual solver (default 20000).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the matrix-free computations run.")

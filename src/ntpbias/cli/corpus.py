@@ -9,22 +9,23 @@ from pathlib import Path
 import click
 
 from .. import __version__
+from ..config import INT64_MAX
 from ._common import _console, check_output_file, cli, max_memory_option, overwrite_option
 
 
 @cli.command()
 @click.argument("text", nargs=-1, required=True)
-@click.option("--max-context", "-T", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-context", "-T", type=click.IntRange(1, INT64_MAX), default=8, show_default=True,
               help="Longest context length T.")
 @click.option("--tokenizer", type=click.Choice(["word", "wordpiece", "bert-base-uncased"]), default="word",
               show_default=True, help="word: lower-cased words and punctuation; wordpiece: bert-base-uncased.")
 @click.option("--segment", type=click.Choice(["document", "line"]), default="document", show_default=True,
               help="document: sliding windows of T+1 tokens inside each document; line: prefixes of each line.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--stride", type=click.IntRange(1, INT64_MAX), default=1, show_default=True,
               help="document: a window starts every STRIDE tokens (1: all t-grams; T+1: disjoint blocks).")
-@click.option("--max-tokens", type=click.IntRange(min=0), default=0,
+@click.option("--max-tokens", type=click.IntRange(0, INT64_MAX), default=0,
               help="Use only the first N tokens (default: all).")
-@click.option("--max-vocab", type=click.IntRange(min=0), default=0,
+@click.option("--max-vocab", type=click.IntRange(0, INT64_MAX), default=0,
               help="Keep the K most frequent tokens, the rest become <unk>.")
 @click.option("--keep-case", is_flag=True, help="Do not lower-case (word tokenizer).")
 @click.option("--no-punctuation", is_flag=True, help="Drop punctuation instead of keeping it as tokens.")
@@ -37,10 +38,11 @@ from ._common import _console, check_output_file, cli, max_memory_option, overwr
               help="With --export: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
 @click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default=None,
               help="Count in shards of documents on this executor and merge (same counts as one process).")
-@click.option("--workers", type=click.IntRange(min=0), default=0, help="Workers of --executor (0 = every core).")
+@click.option("--workers", type=click.IntRange(0, INT64_MAX), default=0,
+              help="Workers of --executor (0 = every core).")
 @click.option("--scheduler", default="", metavar="tcp://HOST:PORT",
               help="Existing Dask scheduler (implies --executor dask).")
-@click.option("--shards", type=click.IntRange(min=0), default=0,
+@click.option("--shards", type=click.IntRange(0, INT64_MAX), default=0,
               help="Shards of contiguous documents (default: 4 per worker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")

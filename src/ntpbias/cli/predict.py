@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..config import INT64_MAX
 from ._common import cli, max_memory_option
 
 
@@ -17,9 +18,10 @@ from ._common import cli, max_memory_option
               help="An input sequence (tokens separated by spaces) to complete; repeat for several.")
 @click.option("--embedding", type=click.Choice(["onehot", "orthonormal", "unit"]), default="onehot",
               show_default=True, help="Token embeddings (d = |V|); unit-norm ones are outside the theory.")
-@click.option("--steps", type=click.IntRange(min=1), default=900, show_default=True,
+@click.option("--steps", type=click.IntRange(1, INT64_MAX), default=900, show_default=True,
               help="Iterations of each stage of Algorithm 1 (the paper's T = T_1 = 900).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random embeddings.")
+@click.option("--seed", type=click.IntRange(0, INT64_MAX), default=0, show_default=True,
+              help="Seed of random embeddings.")
 @click.option("--allow-violations", is_flag=True,
               help="Train even when the sentences violate Assumption 1 or 3 (the guarantees then do not apply).")
 @click.option("--json", "as_json", is_flag=True,

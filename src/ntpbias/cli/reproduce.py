@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..config import INT64_MAX
 from ..experiments.base import SCALES
 from ..results import headline
 from ._common import _console, cli, command_line, max_memory_option, overwrite_option, print_checks
@@ -17,7 +18,7 @@ from ._common import _console, cli, command_line, max_memory_option, overwrite_o
 @click.option("--scale", type=click.Choice(SCALES), default="quick", show_default=True,
               help="smoke: seconds (checks the pipeline; theory checks may fail); quick: minutes on a laptop CPU; "
                    "paper: the papers' sizes.")
-@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--seeds", type=click.IntRange(1, INT64_MAX), default=1, show_default=True,
               help="Independent seeds per training run (mean and spread in the figures).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue interrupted trainings from their checkpoints.")
@@ -25,7 +26,8 @@ from ._common import _console, cli, command_line, max_memory_option, overwrite_o
 @click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default="inprocess", show_default=True,
               help="Where independent runs that cannot share a batch (per-seed datasets) go: this process, local "
                    "worker processes, or Dask.")
-@click.option("--workers", type=click.IntRange(min=0), default=0, help="local/dask: worker processes (0 = all cores).")
+@click.option("--workers", type=click.IntRange(0, INT64_MAX), default=0,
+              help="local/dask: worker processes (0 = all cores).")
 @click.option("--scheduler", default="", help="dask: address of an existing scheduler (tcp://host:8786).")
 @click.option("--yelp", type=click.Path(dir_okay=False), default="",
               help="attention-imdb: a Yelp Open Dataset reviews file (JSON lines) to add the Yelp rows.")

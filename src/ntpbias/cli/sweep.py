@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..config import INT64_MAX
 from ._common import _console, cli, max_memory_option, overwrite_option
 
 
@@ -16,7 +17,7 @@ from ._common import _console, cli, max_memory_option, overwrite_option
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Sweep directory (results.csv, cells/).")
 @click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default=None,
               help="Where cells run (default: the file's [run] executor, else local).")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
+@click.option("--workers", type=click.IntRange(0, INT64_MAX), default=None,
               help="Worker processes (local, embedded Dask cluster); 0 = every core.")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Address of an existing Dask scheduler (implies --executor dask).")

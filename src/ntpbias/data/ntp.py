@@ -205,11 +205,19 @@ class NTPData:
         vocab = _names(vocab, V, "vocab", source)
         contexts = _names(contexts, m, "contexts", source)
         if context_lengths is not None:
-            context_lengths = torch.as_tensor(np.asarray(to_numpy(context_lengths)), dtype=torch.int64).reshape(-1)
-            if context_lengths.shape[0] != m or (context_lengths < 1).any():
-                raise DataError(f"{source}: context_lengths must hold m = {m} positive integers")
+            lengths = _integers(context_lengths, "context_lengths", source)
+            if lengths.shape != (m,) or (lengths < 1).any():
+                raise DataError(f"{source}: context_lengths must hold m = {m} positive integers (shape ({m},)), got "
+                                f"shape {lengths.shape}")
+            context_lengths = torch.as_tensor(lengths)
+        if n_samples is not None:
+            count = _integers(n_samples, "n_samples", source)
+            if count.shape != () or count < 1:
+                raise DataError(f"{source}: n_samples must be one positive integer (the number of samples), got "
+                                f"{'shape ' + str(count.shape) if count.shape else count}")
+            n_samples = int(count)
         return cls(H=H, P=P, pi=pi, vocab=vocab, contexts=contexts, context_lengths=context_lengths,
-                   n_samples=None if n_samples is None else int(n_samples))
+                   n_samples=n_samples)
 
     @classmethod
     def from_samples(cls, context_ids, next_tokens, H, *, V: int | None = None, vocab=None, contexts=None,
@@ -293,12 +301,11 @@ class NTPData:
         for key in ("H", "P", "pi"):
             if key in arrays and arrays[key].dtype.kind not in "fiub":
                 raise DataError(f"{path}: array '{key}' must be numeric, found dtype {arrays[key].dtype}")
-        n = arrays.get("n_samples")
         return cls.from_arrays(
             arrays["H"], arrays["P"], arrays.get("pi"),
             vocab=arrays.get("vocab"), contexts=arrays.get("contexts"),
-            context_lengths=arrays.get("context_lengths"),
-            n_samples=None if n is None else int(n), dtype=dtype, source=str(path),
+            context_lengths=arrays.get("context_lengths"), n_samples=arrays.get("n_samples"), dtype=dtype,
+            source=str(path),
         )
 
     def save(self, path: str | os.PathLike) -> None:
@@ -329,10 +336,24 @@ def _as_float(x, name: str, source: str, dtype: torch.dtype) -> torch.Tensor:
     return t
 
 
+def _integers(x, name: str, source: str) -> np.ndarray:
+    """``x`` (an int, or an array of integers or of integral floats) as an int64 array; else a DataError."""
+    arr = np.asarray(to_numpy(x))
+    if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all() and \
+            (np.abs(arr) < 2.0**63).all():
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu" or (arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max):
+        raise DataError(f"{source}: {name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
 def _names(names, n: int, what: str, source: str) -> tuple[str, ...] | None:
     if names is None:
         return None
-    names = tuple(str(s) for s in np.asarray(names).reshape(-1).tolist())
+    arr = np.asarray(names)
+    if arr.ndim > 1:
+        raise DataError(f"{source}: {what} must be a 1-D array of {n} names, got shape {arr.shape}")
+    names = tuple(str(s) for s in arr.reshape(-1).tolist())
     if len(names) != n:
         raise DataError(f"{source}: {what} has {len(names)} entries, expected {n}")
     return names

@@ -159,8 +159,9 @@ def load_run_config(path: str | Path):
 
     path = Path(path)
     kind = read_toml(path).get("experiment")
-    if kind not in TRAINERS:
-        raise ConfigError(f"{path}: set `experiment` to one of {', '.join(TRAINERS)} (found {kind!r})")
+    if not isinstance(kind, str) or kind not in TRAINERS:
+        shape = "" if kind is None or isinstance(kind, str) else ": expected a string in quotes"
+        raise ConfigError(f"{path}: experiment = {kind!r}{shape}; set `experiment` to one of {', '.join(TRAINERS)}")
     return load_toml(TRAINERS[kind][0], path)
 
 

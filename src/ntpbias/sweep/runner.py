@@ -33,6 +33,7 @@ from .report import write_report
 from .spec import Cell, SweepSpec, format_value
 from .table import DONE, RESULTS, SweepResult, front_columns, read_results, results_csv
 
+
 @dataclass(frozen=True)
 class CellTask:
     """What a worker needs to run one cell (picklable)."""
