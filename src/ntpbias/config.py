@@ -285,7 +285,9 @@ def _coerce(value: Any, typ: Any, where: str, *, text: bool = False) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         if isinstance(value, (int, float)):
-            return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)  # inf: refused later
+            if isinstance(value, float) or abs(value) < 2**1023:
+                return float(value)  # NaN and infinities are refused later, by name
+            return math.copysign(math.inf, value)  # an int beyond float64
         if isinstance(value, str):
             try:
                 return float(value)

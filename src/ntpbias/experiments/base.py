@@ -113,9 +113,12 @@ class Group:
     figures: dict[str, str]
     run: Callable[[RunContext], RunResult]
     presets: tuple[str, ...] = ()  # the presets the group trains, at the run's scale and seeds (its preflight)
+    read_inputs: Callable[[RunContext], None] | None = None  # reads and checks the user's files the group takes
 
     def preflight(self, ctx: RunContext) -> None:
-        """The group's checks at the door (:func:`preflight` of each of its presets at ``ctx``'s scale and seeds)."""
+        """The group's checks at the door: :func:`preflight` of each of its presets at ``ctx``'s scale and seeds, and
+        the user's files it reads (``read_inputs``, e.g. the ``--yelp`` file, read through), so that a
+        ``reproduce`` of several groups fails before the first group's work."""
         from dataclasses import replace
 
         for name in self.presets:
@@ -123,6 +126,8 @@ class Group:
             if hasattr(cfg, "seeds"):
                 cfg = replace(cfg, seeds=max(cfg.seeds, ctx.seeds))
             preflight(cfg)
+        if self.read_inputs is not None:
+            self.read_inputs(ctx)
 
 
 #: name -> Preset
