@@ -16,6 +16,7 @@ The layers of the package are listed in the README's "Development" section (each
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from types import FunctionType
 
 try:
     __version__ = version("ntpbias")
@@ -38,7 +39,11 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str):
     if name in _API:
-        return getattr(import_module(_API[name]), name)
+        obj = getattr(import_module(_API[name]), name)
+        if isinstance(obj, FunctionType):  # the boundary: a wrong keyword is ntpbias's TypeError naming the valid ones
+            obj = import_module("ntpbias.config").checked_call(obj)
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'ntpbias' has no attribute {name!r}")
 
 

@@ -53,3 +53,16 @@ class UnknownNameError(NTPBiasError, KeyError):
 class OutputInUseError(NTPBiasError):
     """An output directory that another process is writing (its lock names the holder's pid), or that holds another
     run (pass ``--overwrite`` to replace it or ``--resume`` to continue it)."""
+
+
+def describe_value(value: object) -> str:
+    """A value as an error message shows it: an array by its type and shape, anything else by a short ``repr``.
+
+    >>> describe_value(__import__("numpy").eye(2)), len(describe_value(list(range(100))))
+    ('a numpy array of shape (2, 2)', 60)
+    """
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) or type(shape).__name__ == "Size":
+        return f"a {type(value).__module__.split('.')[0]} array of shape {tuple(shape)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import DataError
+from .errors import ArgumentTypeError, DataError, describe_value
 
 
 @contextlib.contextmanager
@@ -106,9 +106,17 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def as_path(path: str | os.PathLike, what: str = "path") -> Path:
+    """``path`` as a :class:`~pathlib.Path`; anything but a string or path-like object is an
+    :class:`~ntpbias.errors.ArgumentTypeError` naming ``what``."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise ArgumentTypeError(f"{what} = {describe_value(path)}: expected a path (a string or a pathlib.Path)")
+    return Path(path)
+
+
 def ensure_dir(path: str | os.PathLike) -> Path:
     """Create ``path`` (and parents); an unwritable location is a :class:`DataError` with a clear message."""
-    path = Path(path)
+    path = as_path(path, "out")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -124,7 +132,7 @@ def input_file(path: str | os.PathLike, what: str = "") -> Path:
 
     A FIFO or a device is refused before it is opened: reading one could block forever.
     """
-    path = Path(path)
+    path = as_path(path, what or "path")
     where = f"{what} {path}".strip()
     try:
         mode = path.stat().st_mode
@@ -177,7 +185,7 @@ def check_output_dir(out: str | os.PathLike, files: tuple[str, ...] = (), dirs: 
     """Check, before any work, that ``out`` can hold a command's outputs: it is a directory (or can be created
     there), and none of the ``files`` it will write is a directory, nor any of its ``dirs`` a file. Creates nothing;
     a problem is a :class:`DataError` naming the path."""
-    out = Path(out)
+    out = as_path(out, "out")
     if out.exists() and not out.is_dir():
         raise DataError(f"output directory {out} is a file; choose another --out")
     parent = out

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from .._repr import short_repr
 from .._tensor import DEFAULT_DTYPE, to_numpy
 from ..errors import DataError
 from ..io import input_file, write_npz
@@ -25,6 +26,7 @@ from ..io import input_file, write_npz
 SUM_TOL = 1e-8
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class NTPData:
     """Distinct contexts of an NTP training set: ``T_m = {(h̄_j, π̂_j, p̂_j)}`` (eq. (2) of paper A).
@@ -66,6 +68,15 @@ class NTPData:
     context_lengths: torch.Tensor | None = None
     n_samples: int | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: sizes, entropy, support sizes, dtype, and the first tokens."""
+        sizes = self.support_sizes
+        out = {"m": self.m, "V": self.V, "d": self.d, "entropy": self.entropy,
+               "support_sizes": f"{int(sizes.min())}..{int(sizes.max())}", "dtype": str(self.H.dtype).split(".")[-1]}
+        if self.vocab is not None:
+            out["vocab"] = self.vocab
+        return out
 
     # ------------------------------------------------------------------ sizes and supports
     @property
