@@ -41,7 +41,7 @@ def __getattr__(name: str):
     if name in _API:
         obj = getattr(import_module(_API[name]), name)
         if isinstance(obj, FunctionType):  # the boundary: a wrong keyword is ntpbias's TypeError naming the valid ones
-            obj = import_module("ntpbias.config").checked_call(obj)
+            obj = import_module("ntpbias.config").checked_call(obj, name)
         globals()[name] = obj
         return obj
     raise AttributeError(f"module 'ntpbias' has no attribute {name!r}")

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import html
 
+#: a summary value longer than this is cut (a reason, a path)
+MAX_CHARS = 80
+
 
 def short_repr(cls):
     """Class decorator (above ``@dataclass``): ``repr`` and ``_repr_html_`` from the instance's ``_summary()`` (a
@@ -39,7 +42,8 @@ def format_value(value) -> str:
         return f"{value:.6g}"
     if isinstance(value, (tuple, list)) and len(value) > 6:
         return "(" + ", ".join(map(repr, value[:5])) + ", ...)"
-    return repr(value) if isinstance(value, (tuple, list)) else str(value)
+    text = repr(value) if isinstance(value, (tuple, list)) else str(value)
+    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS - 3] + "..."
 
 
 def _repr(self) -> str:

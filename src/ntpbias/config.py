@@ -60,8 +60,9 @@ def argument(where: str, name: str, value: Any, typ: Any, **limits) -> Any:
     """An argument of a public function checked like a config value: its type (``int``, ``float``, ``str``,
     ``bool``, ``tuple[int, ...]``, ...) and the limits of :func:`setting` (``ge``, ``gt``, ``le``, ``lt``,
     ``choices``, ``pattern``, ``finite``); returns it converted (an int where a float belongs becomes a float, a list
-    a tuple). A value of the wrong type is a :class:`FieldTypeError` (a ``TypeError``), one out of range a
-    :class:`FieldError` (a ``ValueError``); both name ``where`` (the function) and the argument.
+    a tuple; a numpy array, tensor or range where a list belongs is taken as a list). A value of the wrong type is a
+    :class:`FieldTypeError` (a ``TypeError``), one out of range a :class:`FieldError` (a ``ValueError``); both name
+    ``where`` (the function) and the argument.
 
     >>> argument("random_ntp", "m", 3, int, ge=1)
     3
@@ -70,6 +71,8 @@ def argument(where: str, name: str, value: Any, typ: Any, **limits) -> Any:
     ...
     ntpbias.config.FieldTypeError: random_ntp: m = '3': expected an integer (int >= 1)
     """
+    if typing.get_origin(typ) is tuple and (isinstance(value, range) or callable(getattr(value, "tolist", None))):
+        value = list(value) if isinstance(value, range) else value.tolist()
     try:
         return _validated(value, typ, setting(None, **limits), name)
     except FieldError as exc:
@@ -90,14 +93,16 @@ def unknown_keyword(where: str, name: str, valid: Iterable[str]) -> ArgumentType
     return ArgumentTypeError(f"{where}: unknown keyword argument {name!r}{hint}; valid keywords: {', '.join(valid)}")
 
 
-def checked_call(fn: Callable) -> Callable:
+def checked_call(fn: Callable, name: str = "") -> Callable:
     """``fn`` whose calls are checked against its signature first: an unknown keyword, a missing or an extra argument
     is an :class:`~ntpbias.errors.ArgumentTypeError` (a ``TypeError``) naming the valid keywords, not Python's bare
-    ``TypeError`` (the Python API's boundary, ``import ntpbias as nb``)."""
+    ``TypeError`` (the Python API's boundary, ``import ntpbias as nb``); ``name``: the name it is called by (default
+    its own)."""
     import functools
     import inspect
 
     sig = inspect.signature(fn)
+    name = name or fn.__name__
     names = [p for p, par in sig.parameters.items() if par.kind not in (par.VAR_POSITIONAL, par.VAR_KEYWORD)]
 
     @functools.wraps(fn)
@@ -107,8 +112,8 @@ def checked_call(fn: Callable) -> Callable:
         except TypeError as exc:
             unknown = [k for k in kwargs if k not in sig.parameters]
             if unknown and not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-                raise unknown_keyword(f"{fn.__name__}()", unknown[0], names) from None
-            raise ArgumentTypeError(f"{fn.__name__}(): {exc}; its arguments: {', '.join(names)}") from None
+                raise unknown_keyword(f"{name}()", unknown[0], names) from None
+            raise ArgumentTypeError(f"{name}(): {exc}; its arguments: {', '.join(names)}") from None
         return fn(*args, **kwargs)
 
     return call

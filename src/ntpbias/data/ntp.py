@@ -19,7 +19,7 @@ import torch
 
 from .._repr import short_repr
 from .._tensor import DEFAULT_DTYPE, to_numpy
-from ..errors import DataError
+from ..errors import ArgumentTypeError, DataError, describe_value
 from ..io import input_file, write_npz
 
 #: Tolerance on ``sum(P[j]) == 1`` and ``sum(pi) == 1``; rows within it are renormalized exactly.
@@ -333,6 +333,26 @@ class NTPData:
         if self.n_samples is not None:
             arrays["n_samples"] = np.array(self.n_samples)
         write_npz(path, **arrays)
+
+
+def as_ntp_data(data, where: str) -> NTPData:
+    """``data`` checked at the Python API's boundary: an :class:`NTPData`, or the path of an NTP dataset ``.npz``
+    (read with :meth:`NTPData.load`); a sequences file or any other object is an error saying how to build NTP data.
+
+    >>> as_ntp_data([[1.0]], "analyze")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ntpbias.errors.ArgumentTypeError: analyze: data = [[1.0]]: expected NTPData (nb.NTPData.from_arrays(H, P), ...
+    """
+    if isinstance(data, NTPData):
+        return data
+    if isinstance(data, (str, os.PathLike)) and not isinstance(data, bytes):
+        if os.fspath(data).endswith(".npz"):
+            return NTPData.load(data)
+        raise DataError(f"{where}: {data}: not an NTP dataset .npz; for a sequences file build the data first: "
+                        f"nb.from_sequences({os.fspath(data)!r}, context_length=K) (or autoregressive=True)")
+    raise ArgumentTypeError(f"{where}: data = {describe_value(data)}: expected NTPData (nb.NTPData.from_arrays(H, P), "
+                            "nb.from_sequences(...), nb.random_ntp(...)) or the path of an NTP dataset .npz")
 
 
 def _as_float(x, name: str, source: str, dtype: torch.dtype) -> torch.Tensor:

@@ -55,14 +55,14 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
     if sets is not None:
         if isinstance(sets, (str, bytes)) or not isinstance(sets, Sequence):
             raise ArgumentTypeError(f"{where}: sets = {describe_value(sets)}: expected a list of token-id lists")
-        sets = [argument(where, "sets", _listed(t), tuple[int, ...], ge=0, le=V - 1,
+        sets = [argument(where, "sets", t, tuple[int, ...], ge=0, le=V - 1,
                          admits=f"lists of token ids in 0..{V - 1}") for t in sets]
         sets = [np.unique(np.asarray(t, dtype=np.int64)) for t in sets]
         if any(t.size == 0 for t in sets):
             raise DataError(f"{where}: every explicit support set must be a non-empty set of token ids in 0..{V - 1}")
         sizes = [t.size for t in sets]
-    sizes = list(argument(where, "sizes", _listed(sizes), tuple[int, ...], ge=1, le=V))
-    contexts = argument(where, "contexts", _listed(contexts), int if isinstance(contexts, int | np.integer) else
+    sizes = list(argument(where, "sizes", sizes, tuple[int, ...], ge=1, le=V))
+    contexts = argument(where, "contexts", contexts, int if isinstance(contexts, int | np.integer) else
                         tuple[int, ...], ge=1)
     counts = [contexts] * len(sizes) if isinstance(contexts, int) else list(contexts)
     if not sizes or len(counts) != len(sizes):
@@ -97,7 +97,3 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
     return NTPData.from_arrays(torch.eye(m, dtype=dtype), torch.as_tensor(P, dtype=dtype), pis, dtype=dtype,
                                vocab=[f"t{v}" for v in range(V)], contexts=names, source="planted_supports")
 
-
-def _listed(x):
-    """A numpy array as a list (the form :func:`~ntpbias.config.argument` checks); anything else unchanged."""
-    return x.tolist() if isinstance(x, np.ndarray) else x

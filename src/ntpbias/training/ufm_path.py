@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..data.ntp import NTPData
+from .._repr import short_repr
+from ..config import argument
+from ..data.ntp import NTPData, as_ntp_data
+from ..errors import ArgumentTypeError, describe_value
 from ..geometry.linear.loss import logit_cross_entropy_grad
 from ..geometry.ufm.logits import optimality_certificate, ufm_logits
 from .ufm import init_embeddings
@@ -35,6 +38,7 @@ PATH_TOL = 1e-8
 ESCAPE_TOL = 1e-6
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class UFMPathPoint:
     """(W_λ, H_λ) for every seed with its certificate (each entry of ``certificate`` is (B,))."""
@@ -49,6 +53,11 @@ class UFMPathPoint:
     tol: float = PATH_TOL
     notes: list[str] = field(default_factory=list)
     escapes: int = 0
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: λ, the seeds, the shapes, the certificate's verdict and the work."""
+        return {"lam": self.lam, "seeds": self.W.shape[0], "W": tuple(self.W.shape[1:]), "H": tuple(self.H.shape[1:]),
+                "certified": self.certified, "newton_steps": self.newton_steps, "seconds": self.seconds}
 
     @property
     def L(self) -> torch.Tensor:
@@ -202,6 +211,14 @@ def regularization_path(data: NTPData, lambdas, *, seeds: list[int], d: int, ini
     one from the linear extrapolation in log λ of the two before it (the solutions move smoothly along the path).
     ``progress``: optional callable receiving a description of each point.
     """
+    where = "ufm_regularization_path"
+    data = as_ntp_data(data, where)
+    lambdas = argument(where, "lambdas", lambdas, tuple[float, ...], gt=0)
+    seeds = list(argument(where, "seeds", seeds, tuple[int, ...], ge=0))
+    d = argument(where, "d", d, int, ge=1)
+    init_scale, tol = argument(where, "init_scale", init_scale, float, gt=0), argument(where, "tol", tol, float, gt=0)
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"{where}: progress = {describe_value(progress)}: expected a function of one message")
     params = init_embeddings(data, seeds, d, init_scale)
     X = torch.cat([params["W"], params["H"]], dim=-2)
     points: list[UFMPathPoint] = []

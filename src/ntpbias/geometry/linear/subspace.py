@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from ..._repr import short_repr
 from ...data.ntp import NTPData
 from ...errors import ConfigError
 from ..constraints import constraints
@@ -40,6 +41,7 @@ REFINE_STEPS = 2
 RANK_RTOL = 1e-5
 
 
+@short_repr
 class DataSubspace:
     """F for one dataset; use :func:`subspace` to get the cached instance.
 
@@ -140,9 +142,10 @@ class DataSubspace:
         """||W*||."""
         return stable_norm(self.W_star)
 
-    def __repr__(self) -> str:
-        return (f"DataSubspace(dim={self.dim} of {self.ambient_dim}, compatible={self.compatible}, "
-                f"||W*||={self.norm_W_star:.6g}, residual={self.compatibility_residual:.3g}, method={self.method})")
+    def _summary(self) -> dict:
+        """What ``repr`` shows: dim F (of V d), the compatibility verdict, ||W*|| and the method."""
+        return {"dim": f"{self.dim} of {self.ambient_dim}", "compatible": self.compatible,
+                "norm_W_star": self.norm_W_star, "residual": self.compatibility_residual, "method": self.method}
 
 
 def subspace(data: NTPData, method: str = "auto") -> DataSubspace:

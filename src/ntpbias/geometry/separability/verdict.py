@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..._repr import short_repr
 from ...data.ntp import NTPData
 from ...errors import SolverError
 from ..constraints import constraints
@@ -58,6 +59,7 @@ LP_FORMS = ("auto", "margin", "cokernel", "feasibility")
 IPM_MIN_ROWS, IPM_MIN_COLUMNS = 1200, 400
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class SeparabilityResult:
     """Verdict of the NTP-separability LP.
@@ -90,6 +92,11 @@ class SeparabilityResult:
     reason: str
     method: str = "lp"
     svm: SVMResult | None = None
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the verdict, its certificate and the method that decided."""
+        return {"separable": self.separable, "certified": self.certified, "residual": self.residual,
+                "method": self.method, "reason": self.reason}
 
 
 def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "auto",
