@@ -16,12 +16,12 @@ DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 def floating_dtype(where: str, dtype) -> torch.dtype:
     """``dtype`` checked at the Python API's boundary: ``torch.float64`` or ``torch.float32`` (or their names)."""
-    from .errors import ArgumentTypeError
+    from .errors import ArgumentTypeError, describe_value
 
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
     if not any(dtype is t for t in DTYPES.values()):
-        raise ArgumentTypeError(f"{where}: dtype = {dtype!r}: expected torch.float64 or torch.float32")
+        raise ArgumentTypeError(f"{where}: dtype = {describe_value(dtype)}: expected torch.float64 or torch.float32")
     return dtype
 
 

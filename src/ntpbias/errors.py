@@ -64,5 +64,5 @@ def describe_value(value: object) -> str:
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) or type(shape).__name__ == "Size":
         return f"a {type(value).__module__.split('.')[0]} array of shape {tuple(shape)}"
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line
     return text if len(text) <= 60 else text[:57] + "..."

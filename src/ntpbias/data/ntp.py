@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .._repr import short_repr
-from .._tensor import DEFAULT_DTYPE, to_numpy
+from .._tensor import DEFAULT_DTYPE, floating_dtype, to_numpy
 from ..errors import ArgumentTypeError, DataError, describe_value
 from ..io import input_file, write_npz
 
@@ -166,6 +166,7 @@ class NTPData:
         dimensions or shapes, NaN/inf, negative probabilities, rows of P or pi not summing to 1, m = 0,
         V < 2, and names of the wrong length.
         """
+        dtype = floating_dtype(source, dtype)
         H = _as_float(H, "H", source, dtype)
         P = _as_float(P, "P", source, dtype)
         if H.ndim != 2:
@@ -262,7 +263,7 @@ class NTPData:
             raise DataError(f"samples: {ctx.size} context ids but {nxt.size} next tokens")
         if ctx.size == 0:
             raise DataError("samples: no samples were given (n = 0)")
-        H = _as_float(H, "H", "samples", dtype)
+        H = _as_float(H, "H", "samples", floating_dtype("samples", dtype))
         m = H.shape[0]
         if V is None:
             V = len(vocab) if vocab is not None else int(nxt.max()) + 1

@@ -15,16 +15,18 @@ import torch
 
 from .._repr import short_repr
 from .._tensor import to_numpy
-from ..config import unknown_keyword
+from ..config import argument, unknown_keyword
 from ..data.ntp import NTPData, as_ntp_data
 from ..errors import ArgumentTypeError, describe_value
 from ..limits import check_memory, nbytes
 from .constraints import constraints
 from .linear.loss import smoothness_bound
 from .linear.subspace import EXACT_MAX_ROWS, subspace
-from .margins.program import MarginProgram, SVMResult, ntp_svm
+from .linear.subspace import METHODS as SUBSPACE_METHODS
+from .margins.program import SOLVERS, MarginProgram, SVMResult, ntp_svm
 from .norms import parse_norms
 from .scaling import data_scale, stable_norm
+from .separability.verdict import METHODS as SEPARABILITY_METHODS
 from .separability.verdict import SeparabilityResult, ntp_separability
 
 
@@ -196,6 +198,10 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     """
     where = "analyze"
     data = as_ntp_data(data, where)
+    solver = argument(where, "solver", solver, str, choices=SOLVERS)
+    separability_method = argument(where, "separability_method", separability_method, str,
+                                   choices=SEPARABILITY_METHODS)
+    subspace_method = argument(where, "subspace_method", subspace_method, str, choices=SUBSPACE_METHODS)
     if progress is not None and not callable(progress):
         raise ArgumentTypeError(f"{where}: progress = {describe_value(progress)}: expected a function of one "
                                 "message (or None)")

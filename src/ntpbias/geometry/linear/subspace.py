@@ -39,6 +39,8 @@ REFINE_STEPS = 2
 #: Singular values of H[J_v] below this times the largest count as zero in :func:`dim_F` (as the exact
 #: method's eigenvalue cutoff 1e-10 on G, in singular values).
 RANK_RTOL = 1e-5
+#: how F is computed (``method`` of :class:`DataSubspace`)
+METHODS = ("auto", "exact", "iterative")
 
 
 @short_repr
@@ -69,8 +71,8 @@ class DataSubspace:
         self.A = cons.eq
         self.log_odds = cons.log_odds
         R = len(self.A)
-        if method not in ("auto", "exact", "iterative"):
-            raise ConfigError(f"unknown subspace method {method!r}; choose auto, exact or iterative")
+        if method not in METHODS:
+            raise ConfigError(f"unknown subspace method {method!r}; choose {', '.join(METHODS)}")
         self.method = method if method != "auto" else ("exact" if R <= EXACT_MAX_ROWS else "iterative")
         self.cg_iterations = 0
         if R == 0:  # every support has one token (one-hot labels): F = {0}
