@@ -1,6 +1,7 @@
-"""The README's Dask cluster recipe, run for real: ``dask scheduler`` and two ``dask worker`` processes on the loopback,
-a sweep through ``--scheduler`` with one worker killed while it runs a cell, then the separability study on the
-cluster; both give exactly the results of a run on this process (every column but the timings).
+"""The Dask cluster recipe of docs/guide-sweeps.md, run for real: ``dask scheduler`` and two ``dask worker``
+processes on the loopback, a sweep through ``--scheduler`` with one worker killed while it runs a cell, then the
+separability study on the cluster; both give exactly the results of a run on this process (every column but the
+timings).
 
 The commands are read from the recipe (the bash block that starts ``# a Dask cluster by hand`` in README.md or a page
 of docs/), with the host, port and paths replaced and the dashboard turned off; every process is started in its own
