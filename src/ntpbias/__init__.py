@@ -11,6 +11,10 @@ The Python API (``import ntpbias as nb``; see the README's "Python API" section)
 * training: :func:`train` (a preset, config file or config object into a run directory), :func:`reproduce`
   (figure groups), :func:`load_run` (a saved run: config, per-metric histories as arrays, checks), :data:`PRESETS`.
 
+Every function checks its arguments as the command line does: a wrong one raises an ``ntpbias.errors.NTPBiasError``
+(a ``ValueError``; also a ``TypeError`` for a wrong type or an unknown keyword) with the command line's one-line message
+(docs/errors-and-limits.md); every result prints as a short line (and as a table in a notebook).
+
 The layers of the package are listed in the README's "Development" section (each imports only the ones below it).
 """
 
