@@ -3,63 +3,72 @@
 For data with embeddings H (m x d), d* is the smallest d' such that the data restricted to the first d' coordinates
 of H are NTP-separable (Def. 2 of paper A). Separability is monotone along nested coordinates (a separating W, padded
 with zero columns, still separates), so a search of about log2 verdicts finds d*
-(:func:`~ntpbias.geometry.separability.verdict.critical_dimension`, one cold LP per verdict). Here one family of LPs
-does it, in W (V x d0) with the last token's row fixed at zero (every constraint is a logit difference, so a common
-shift of the rows of W changes nothing):
+(:func:`~ntpbias.geometry.separability.verdict.critical_dimension`: one cold LP per verdict). Here one LP and a few
+warm re-solves of it find d* with a certificate on each side, in whichever of two forms is smaller
+(:mod:`ntpbias.geometry.separability.nested_lp`; the rule of :func:`~ntpbias.geometry.separability.verdict.
+ntp_separability`, fewer constraint nonzeros at the guess):
 
-    (P_c)   minimize  Σ_{t ∈ T} ω_t ||W_{:,t}||_1   subject to  A_in(W) >= 1,  A_eq(W) = 0,  W_{:,t} = 0 for t >= c.
+**W form** (small supports: one-hot, |S_j| = 2). Variables W, one block W_{:,t} per coordinate t.
 
-1. **Where the separating W ends.** (P_{d0}) is solved once, by dual simplex, at d0 = guess + 2 step (above d*
-   for most datasets), with weights ω_t = ρ^(t - t0) on a window T of the last :data:`WINDOW` coordinates and none
-   before it: the optimum prefers early coordinates, so its last nonzero column u lies at or just above d* - 1, and W
-   is a separating certificate on the first u + 1 coordinates.
-2. **Down to d*.** Column u is fixed at zero and (P_u) re-solved by dual simplex from the last basis: a bound change
-   keeps the basis dual feasible, so a re-solve takes tens of pivots where a cold solve takes about a thousand.
-   Feasible: a new W ends before u; repeat. Infeasible: by Farkas' lemma HiGHS's dual ray is a Gordan certificate
-   y >= 0, μ with A_in^T y + A_eq^T μ = 0 on the first u coordinates (the columns there are free, or split into
-   nonnegative parts, so the ray's reduced costs vanish on them), and d* = u + 1 with a certificate on each side.
-3. **A low guess.** If (P_{d0}) is infeasible, its ray certifies d* > d0, and the search starts again higher.
+1. *Where a separating W ends.* One LP at ``top`` = guess + ABOVE step coordinates (above d* for most datasets; step
+   is about the spread of d*), dual simplex from scratch:
 
-Each certificate is checked in float64 on the data's own constraints (:class:`~ntpbias.geometry.constraints.
-LogitGaps`), as every verdict of :mod:`~ntpbias.geometry.separability.verdict` is: W rescaled to margin 1 with
-||A_eq(W)||_∞ <= CERT_TOL (W ∈ F^⊥ to the tolerance, not projected), y normalized to Σy = 1 with residual
-||A_in^T y + A_eq^T μ|| <= CERT_TOL. Where a certificate misses the tolerance, or HiGHS stops for another reason, the
-verdict search takes over (``method="verdicts"``); its certificates are checked the same way.
+       (P)     minimize  Σ_{t ∈ T} ω_t ||W_{:,t}||_1   subject to  A_in(W) >= 1,  A_eq(W) = 0,
 
-The LP has V - 1 variables per coordinate and one row per constraint; for supports near V and d near m the cokernel
-LP of :mod:`~ntpbias.geometry.separability.cokernel` is far smaller, and :func:`nested_is_smaller` says which to use.
+   with weights growing geometrically over a window T around the guess (none below it): the optimum prefers early
+   coordinates, so its last nonzero column e - 1 lies at or just above d* - 1, and W separates on the first e.
+2. *Is column c = e - 1 needed?* Coordinates after c are fixed at zero and the cost becomes ||W_{:,c}||_1 alone:
+
+       (Q_c)   minimize  ||W_{:,c}||_1   subject to  A_in(W) >= 1,  A_eq(W) = 0,  W_{:,t} = 0 for t > c,
+
+   re-solved by primal simplex from the last basis (still primal feasible: tens to hundreds of pivots where a cold
+   solve takes about a thousand). Optimal value 0: the data separate on the first c coordinates; go on from the new
+   W's end. Positive value p*: they do not, d* = c + 1, and the one optimal LP carries both certificates: its W
+   separates on the first c + 1 coordinates, and its duals y >= 0 (ineq rows), μ (eq rows) have
+   A_in^T y + A_eq^T μ = 0 on every coordinate before c (their columns are free, or split with zero cost, so their
+   reduced costs vanish) and Σy = p* > 0: a Gordan certificate on the first c coordinates.
+
+**Cokernel form** (large supports, d* near m). The Gordan alternative over the cokernel of H
+(:mod:`ntpbias.geometry.separability.cokernel`) in the nested basis of H = Q R: the cokernel of H[:, :d] is spanned by
+Q[:, d:], so the blocks are the directions C_{i,:}, and the roles turn around: the first LP, from lo = guess -
+ABOVE step (below d* for most datasets), weighs the *earliest* directions most, so the Gordan certificate it
+finds starts at a direction f as late as possible and certifies non-separability on the first f coordinates; (Q_f)
+fixes the directions before f and minimizes ||C_{f,:}||_1: value 0 gives a certificate that starts later, a positive
+value gives d* = f + 1, with the certificate U = Q C (on the first f coordinates) from the primal and a separating
+W on the first f + 1 coordinates from the duals (stationarity in the free directions: Q_{:, i}^T Λ is constant across
+tokens for i > f, so Z = -Q_{:, :f+1} Q_{:, :f+1}^T Λ ties every support and puts every out-of-support logit at
+least min Λ below it; W^T = -R^{-1} Q_{:, :f+1}^T Λ; :mod:`~ntpbias.geometry.separability.cokernel` derives it).
+
+Either way a first LP on the wrong side of d* (infeasible) is rebuilt further out, and every certificate is checked
+in float64 on the data's own constraints (:class:`~ntpbias.geometry.constraints.LogitGaps`), as every verdict of
+:mod:`~ntpbias.geometry.separability.verdict` is: W rescaled to margin 1 with ||A_eq(W)||_∞ <= CERT_TOL (W ∈ F^⊥ to the
+tolerance), y normalized to Σy = 1 with residual ||A_in^T y + A_eq^T μ|| <= CERT_TOL. Where a certificate misses the
+tolerance, or HiGHS stops for another reason, the verdict search takes over (``method="verdicts"``), with its own
+certificates checked the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import highspy
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from ..._tensor import to_numpy
 from ...data.ntp import NTPData
 from ..constraints import NTPConstraints, constraints
+from ..margins.program import MarginProgram
 from ..scaling import in_user_units, normalized
-from .cokernel import cokernel_nnz
+from .cokernel import RANK_RTOL, cokernel_nnz
+from .nested_lp import CokernelForm, WForm, geometric
 from .verdict import CERT_TOL, SeparabilityResult, critical_dimension
 
-#: coordinates weighted in the first solve: at least the last WINDOW below its top (and from guess - ABOVE step);
-#: the weights grow geometrically, by at most MAX_RATIO per coordinate and WEIGHT_RANGE over the window
+#: the first LP starts ABOVE * step beyond the guess (above it in the W form, below it in the cokernel form)
+ABOVE = 1.5
+#: levels weighted in the first LP: from ABOVE * step on the near side of the guess to ABOVE * step on the far side,
+#: at least WINDOW; the weights grow geometrically, by at most MAX_RATIO per level and WEIGHT_RANGE over the window
+#: (measured on V = 5, |S_j| = 1, m = 200: ABOVE 1.5 takes 10% fewer pivots than 2 or 2.5; wider ranges change little)
 WINDOW, MAX_RATIO, WEIGHT_RANGE = 10, 5.0, 1e6
-#: the first solve's top coordinate: guess + ABOVE * step (step: about the spread of d*)
-ABOVE = 2
-#: entries of W below ZERO_TOL x max |W| count as zero when reading where W ends
-ZERO_TOL = 1e-9
-#: seconds one HiGHS run may take before the verdict search takes over (a stall guard, as in solvers.lp)
-RUN_SECONDS = 240.0
-#: HiGHS options: no presolve (a warm basis is kept between runs) and no scaling (the data are at unit scale,
-#: :mod:`ntpbias.geometry.scaling`); measured on V = 5, |S_j| = 1, m = 200: 20-25% fewer seconds than the defaults
-HIGHS_OPTIONS = {"output_flag": False, "presolve": "off", "simplex_scale_strategy": 0, "threads": 1,
-                 "time_limit": RUN_SECONDS}
-_STATUS = highspy.HighsModelStatus
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,7 +95,7 @@ class CriticalDimension:
     >>> from ntpbias.data.synthetic import random_ntp
     >>> found = nested_critical_dimension(random_ntp(40, 40, 3, 1, seed=0), guess=17, step=2)
     >>> found.d_star, found.certified
-    (19, True)
+    (17, True)
     """
 
     d_star: int
@@ -108,20 +117,7 @@ class CriticalDimension:
         return all(v.certified for v in self.verdicts.values())
 
 
-def nested_is_smaller(data: NTPData, d: int) -> bool:
-    """Whether the nested LP at d coordinates has fewer constraint nonzeros than the cokernel LP
-    (:func:`~ntpbias.geometry.separability.cokernel.cokernel_nnz`); for one-hot and small supports it has."""
-    cons = constraints(data)
-    rows = len(cons.ineq) + len(cons.eq)
-    return 2 * rows * d * (data.V - 1) / data.V < cokernel_nnz(replace_d(data, d), cons)
-
-
-def replace_d(data: NTPData, d: int) -> NTPData:
-    """The data restricted to their first ``d`` embedding coordinates (``data`` itself when d is all of them)."""
-    return data if d == data.d else NTPData.from_arrays(data.H[:, :d], data.P, data.pi)
-
-
-def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1) -> CriticalDimension:
+def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1, form: str = "auto") -> CriticalDimension:
     """d* of ``data`` along its nested coordinates by the nested LP (module docstring), both sides certified.
 
     Parameters
@@ -129,49 +125,112 @@ def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1) -> Cr
     data : NTPData with embeddings H: (m, d)
     guess : where d* is expected (e.g. round(δ* m), :func:`~ntpbias.geometry.separability.thresholds.
         separability_threshold`); it changes the cost, never d*
-    step : about the spread of d* around the guess (the first solve starts ``ABOVE * step`` above it)
+    step : about the spread of d* around the guess
+    form : ``"auto"`` (the LP with fewer constraint nonzeros at the guess), ``"w"`` or ``"cokernel"``
 
     Returns
     -------
     CriticalDimension, with the verdicts in the user's units (W scaled as in :func:`ntp_separability`)
     """
     unit, scale = normalized(data)
-    found = _search(unit, int(guess), max(int(step), 1))
+    guess, step = min(max(int(guess), 1), data.d), max(int(step), 1)
+    cons = constraints(unit)
+    if len(cons.ineq) == 0:  # every context has full support: never separable (no out-of-support token)
+        found = _fallback(unit, guess, step, 0)
+    else:
+        if form == "auto":
+            form = "w" if _w_is_smaller(unit, cons, guess) else "cokernel"
+        found = (_w_search if form == "w" else _cokernel_search)(unit, cons, guess, step)
     if scale == 1.0:
         return found
     sep = found.separating
     return replace(found, separating=None if sep is None else replace(sep, W=in_user_units(sep.W, scale)))
 
 
-def _search(data: NTPData, guess: int, step: int) -> CriticalDimension:
-    cons = constraints(data)
-    d = data.d
-    if len(cons.ineq) == 0:  # every context has full support: never separable (no out-of-support token)
-        return _fallback(data, guess, step, 0)
-    top = min(d, max(1, guess + ABOVE * step))
-    spent = 0  # runs of the first solves given up (below d*)
+def _w_is_smaller(data: NTPData, cons: NTPConstraints, d: int) -> bool:
+    """Whether the W form at d coordinates has fewer constraint nonzeros than the cokernel form."""
+    sub = data if d == data.d else NTPData.from_arrays(data.H[:, :d], data.P, data.pi)
+    sub_cons = constraints(sub)
+    return MarginProgram(sub_cons.ineq, sub_cons.eq).nnz <= cokernel_nnz(sub, sub_cons)
+
+
+def _ratio(levels: int) -> float:
+    return min(MAX_RATIO, WEIGHT_RANGE ** (1.0 / max(levels - 1, 1)))
+
+
+def _w_search(data: NTPData, cons: NTPConstraints, guess: int, step: int) -> CriticalDimension:
+    """The W form's search (module docstring)."""
+    d, reach = data.d, round(ABOVE * step)
+    top, spent = min(d, guess + reach), 0
     while True:
-        lp = _NestedLP(data, cons, top, max(0, min(top - WINDOW, guess - ABOVE * step)))
+        start = max(0, min(top - WINDOW, guess - reach))
+        lp = WForm(data, cons, top, geometric(range(start, top), _ratio(top - start)))
         if lp.run(dual=True):
             break
         spent += lp.runs
         if top == d:  # no optimum even with every coordinate: the verdict search decides (and certifies)
             return _fallback(data, guess, step, spent)
-        top = min(d, top + 2 * ABOVE * step)
-    end = lp.end()  # the first solve's W separates on the first `end` coordinates
-    while True:  # (Q_c), c = end - 1: is column c needed?
+        top = min(d, top + 2 * reach)
+    end = int(lp.used().max()) + 1
+    while True:
         c = end - 1
-        lp.only(c)
+        lp.only(c, range(c + 1, top))
         if not lp.run(dual=False):
             return _fallback(data, guess, step, spent + lp.runs)
-        end = lp.end()
-        if end <= c:  # W_c = 0 at the optimum: separable on the first c coordinates
+        end = int(lp.used().max()) + 1
+        if end <= c:  # column c unused: separable on the first c coordinates
             continue
-        separating = _separating(cons, lp.W()[:, :end])
-        not_separating = _gordan(cons, c, lp.duals()) if c > 0 else None
+        separating = _separating(cons, lp.W(end))
+        not_separating = _gordan(cons, c, *lp.gordan()) if c > 0 else None
         if separating is None or (c > 0 and not_separating is None):
             return _fallback(data, guess, step, spent + lp.runs)
         return CriticalDimension(end, separating, not_separating, spent + lp.runs, lp.iterations, "nested")
+
+
+def _cokernel_search(data: NTPData, cons: NTPConstraints, guess: int, step: int) -> CriticalDimension:
+    """The cokernel form's search (module docstring)."""
+    H = to_numpy(data.H).astype(np.float64)
+    m, d, reach = data.m, data.d, round(ABOVE * step)
+    Q, R = np.linalg.qr(H, mode="complete")
+    diag = np.abs(np.diag(R))
+    if diag.size == 0 or diag.min() <= RANK_RTOL * diag.max():  # nested columns not independent
+        return _fallback(data, guess, step, 0)
+    out = tuple(to_numpy(x).astype(np.int64) for x in (cons.ineq.j, cons.ineq.b))
+    lo, spent = max(0, guess - reach), 0
+    while True:
+        stop = min(m, max(lo + WINDOW, guess + reach))
+        lp = CokernelForm(Q, out, data.V, lo, geometric(range(stop - 1, lo - 1, -1), _ratio(stop - lo)))
+        if lp.run(dual=True):
+            break
+        spent += lp.runs
+        if lo == 0:
+            return _fallback(data, guess, step, spent)
+        lo = max(0, lo - 2 * reach)
+    first = int(lp.used().min())
+    while True:
+        f = first
+        lp.only(f, range(lo, f))
+        if not lp.run(dual=False):
+            return _fallback(data, guess, step, spent + lp.runs)
+        first = int(lp.used().min())
+        if first > f:  # direction f unused: not separable on the first f + 1 coordinates either
+            continue
+        if f + 1 > d:  # not separable with every coordinate
+            return CriticalDimension(d + 1, None, _cokernel_gordan(cons, f, lp.U()), spent + lp.runs,
+                                     lp.iterations, "nested")
+        W = -np.linalg.solve(R[:f + 1, :f + 1], Q[:, :f + 1].T @ lp.multipliers()).T
+        separating = _separating(cons, torch.as_tensor(W, dtype=data.H.dtype))
+        not_separating = _cokernel_gordan(cons, f, lp.U()) if f > 0 else None
+        if separating is None or (f > 0 and not_separating is None):
+            return _fallback(data, guess, step, spent + lp.runs)
+        return CriticalDimension(f + 1, separating, not_separating, spent + lp.runs, lp.iterations, "nested")
+
+
+def _cokernel_gordan(cons: NTPConstraints, c: int, U: np.ndarray) -> SeparabilityResult | None:
+    """The Gordan certificate y = -U on the out-of-support cells, μ = -U on the tied cells, checked on the first c
+    coordinates."""
+    cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
+    return _gordan(cons, c, -U[cells[0]], -U[cells[1]])
 
 
 def _fallback(data: NTPData, guess: int, step: int, solves: int) -> CriticalDimension:
@@ -179,98 +238,6 @@ def _fallback(data: NTPData, guess: int, step: int, solves: int) -> CriticalDime
     d_star, verdicts = critical_dimension(data, guess, step=step)
     return CriticalDimension(d_star, verdicts.get(d_star), verdicts.get(d_star - 1), solves + len(verdicts), 0,
                              "verdicts")
-
-
-class _NestedLP:
-    """(P) and (Q_c) of the module docstring in HiGHS: rows = the constraints, columns = W's first V - 1 rows per
-    coordinate (coordinate-major), free before the window and split into nonnegative parts inside it (a coordinate
-    below the window is split when (Q_c) needs it)."""
-
-    def __init__(self, data: NTPData, cons: NTPConstraints, top: int, start: int):
-        self.V, self.top, self.nv, self.start = data.V, top, data.V - 1, start
-        self.n_in, self.n_eq = len(cons.ineq), len(cons.eq)
-        H = to_numpy(data.H[:, :top]).astype(np.float64)
-        a, j, b = (np.concatenate([to_numpy(getattr(cons.ineq, f)), to_numpy(getattr(cons.eq, f))]).astype(np.int64)
-                   for f in "ajb")
-        self.A = _gap_columns(H, a, j, b, self.V)  # (rows, top * nv), CSC
-        n = self.A.shape[1]
-        self.minus: dict[int, np.ndarray] = {}  # coordinate -> columns of its negative part
-        ratio = min(MAX_RATIO, WEIGHT_RANGE ** (1.0 / max(top - start - 1, 1)))
-        self.weights = {t: ratio ** (t - start) for t in range(start, top)}
-        lower = np.full(n, -highspy.kHighsInf)
-        lower[start * self.nv:] = 0.0
-        rows = self.n_in + self.n_eq
-        row_lower = np.concatenate([np.ones(self.n_in), np.zeros(self.n_eq)])
-        row_upper = np.concatenate([np.full(self.n_in, highspy.kHighsInf), np.zeros(self.n_eq)])
-        # the core class: the Python wrapper's callbacks print a banner to stdout when it is constructed
-        h = highspy._core._Highs()
-        for key, value in HIGHS_OPTIONS.items():
-            h.setOptionValue(key, value)
-        h.addRows(rows, row_lower, row_upper, 0, np.zeros(rows, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        h.addCols(n, np.zeros(n), lower, np.full(n, highspy.kHighsInf), self.A.nnz, self.A.indptr.astype(np.int32),
-                  self.A.indices.astype(np.int32), self.A.data)
-        self.h, self.n, self.runs, self.iterations, self.dtype = h, n, 0, 0, data.H.dtype
-        for t in range(start, top):
-            self._add_minus(t)
-        self._costs(self.weights)
-
-    def _plus(self, t: int) -> np.ndarray:
-        return t * self.nv + np.arange(self.nv)
-
-    def _add_minus(self, t: int) -> None:
-        """The negative part of coordinate t (its positive part gets lower bound 0)."""
-        plus = self._plus(t)
-        self.h.changeColsBounds(self.nv, plus.astype(np.int32), np.zeros(self.nv), np.full(self.nv, highspy.kHighsInf))
-        block = -self.A[:, plus]
-        self.h.addCols(self.nv, np.zeros(self.nv), np.zeros(self.nv), np.full(self.nv, highspy.kHighsInf), block.nnz,
-                       block.indptr.astype(np.int32), block.indices.astype(np.int32), block.data)
-        self.minus[t] = self.n + np.arange(self.nv)
-        self.n += self.nv
-
-    def _columns(self, t: int) -> np.ndarray:
-        return np.concatenate([self._plus(t), self.minus.get(t, np.zeros(0, np.int64))]).astype(np.int32)
-
-    def _costs(self, weights: dict[int, float]) -> None:
-        cost = np.zeros(self.n)
-        for t, w in weights.items():
-            cost[self._columns(t)] = w
-        self.h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32), cost)
-
-    def only(self, c: int) -> None:
-        """(Q_c): coordinates after c fixed at zero, cost ||W_{:,c}||_1 alone (a cost and bound change: the last
-        basis stays primal feasible, so primal simplex continues from it)."""
-        if c not in self.minus:
-            self._add_minus(c)
-        after = [self._columns(t) for t in range(c + 1, self.top)]
-        if after:
-            idx = np.concatenate(after)
-            self.h.changeColsBounds(len(idx), idx, np.zeros(len(idx)), np.zeros(len(idx)))
-        self._costs({c: 1.0})
-
-    def run(self, *, dual: bool) -> bool:
-        """Solve from the current basis by dual (or primal) simplex; True at an optimum."""
-        self.h.setOptionValue("simplex_strategy", 1 if dual else 4)
-        self.h.run()
-        self.runs += 1
-        self.iterations += int(self.h.getInfo().simplex_iteration_count)
-        return self.h.getModelStatus() == _STATUS.kOptimal
-
-    def W(self) -> torch.Tensor:
-        """The primal W (V, top), last token's row zero."""
-        x = np.asarray(self.h.getSolution().col_value)
-        W = x[:self.top * self.nv].copy()
-        for t, cols in self.minus.items():
-            W[self._plus(t)] -= x[cols]
-        return torch.as_tensor(np.vstack([W.reshape(self.top, self.nv).T, np.zeros((1, self.top))]), dtype=self.dtype)
-
-    def end(self) -> int:
-        """1 + the last coordinate W uses (entries below ZERO_TOL x max |W| count as zero)."""
-        size = self.W().abs().amax(0)
-        return int(torch.nonzero(size > ZERO_TOL * float(size.max())).max()) + 1
-
-    def duals(self) -> np.ndarray:
-        """The row duals (y on the ineq rows, μ on the eq rows)."""
-        return np.asarray(self.h.getSolution().row_dual)
 
 
 def _restricted(cons: NTPConstraints, c: int):
@@ -295,14 +262,10 @@ def _separating(cons: NTPConstraints, W: torch.Tensor) -> SeparabilityResult | N
                               "out-of-support logit")
 
 
-def _gordan(cons: NTPConstraints, c: int, ray: np.ndarray) -> SeparabilityResult | None:
-    """A dual ray (y on the ineq rows, μ on the eq rows) normalized to Σy = 1 and checked on the first c coordinates
-    (None when y is not nonnegative or the residual misses the tolerance)."""
-    n_in = len(cons.ineq)
-    y, mu = ray[:n_in], ray[n_in:]
+def _gordan(cons: NTPConstraints, c: int, y: np.ndarray, mu: np.ndarray) -> SeparabilityResult | None:
+    """Multipliers y (ineq rows), μ (eq rows) normalized to Σy = 1 and checked on the first c coordinates (None when y
+    is not nonnegative or the residual misses the tolerance)."""
     total = float(y.sum())
-    if total < 0:
-        y, mu, total = -y, -mu, -total
     if not total > 0 or float(y.min()) < -CERT_TOL * total:
         return None
     y, mu = torch.as_tensor(np.maximum(y, 0.0) / total), torch.as_tensor(mu / total)
@@ -311,20 +274,5 @@ def _gordan(cons: NTPConstraints, c: int, ray: np.ndarray) -> SeparabilityResult
     if resid > CERT_TOL:
         return None
     return SeparabilityResult(False, None, y, mu, resid, True,
-                              "no W in F^⊥ separates in-support from out-of-support tokens (Gordan certificate: the "
-                              "nested LP's dual ray, a convex combination of the separation constraints that "
-                              "cancels out)")
-
-
-def _gap_columns(H: np.ndarray, a: np.ndarray, j: np.ndarray, b: np.ndarray, V: int) -> sp.csc_matrix:
-    """The rows (e_a - e_b)^T W h_j as a sparse (rows, coordinates * (V - 1)) matrix in coordinate-major order,
-    token V - 1 left out."""
-    rows, d = len(a), H.shape[1]
-    r = np.repeat(np.arange(rows), d)
-    t = np.tile(np.arange(d), rows)
-    vals = H[j].ravel()
-    tok = np.concatenate([np.repeat(a, d), np.repeat(b, d)])
-    keep = tok < V - 1
-    col = (np.concatenate([t, t]) * (V - 1) + tok)[keep]
-    return sp.csc_matrix((np.concatenate([vals, -vals])[keep], (np.concatenate([r, r])[keep], col)),
-                         shape=(rows, d * (V - 1)))
+                              "no W in F^⊥ separates in-support from out-of-support tokens (Gordan certificate from "
+                              "the nested LP: a convex combination of the separation constraints that cancels out)")
