@@ -47,8 +47,7 @@ class Trial:
     dirichlet: float = 1.0
     method: str = "nested"
     scan: bool = False
-    guess_sep: int = 0  # first d tried by the search for d*_sep (0: plain bisection on 0..m)
-    guess_comp: int = 0  # the same for d*_comp
+    guess_sep: int = 0  # first d tried by the search for d*_sep (0: round(δ* m) for "nested", else plain bisection)
     step: int = 1  # first step of the search away from its guess (about the spread of d*)
 
 
@@ -111,7 +110,12 @@ def critical_dimensions(task: Trial) -> TrialResult:
 
     Compatibility is decided by rank: with generic (Dirichlet) probabilities the equations (4) are solvable almost
     surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.linear.subspace.dim_F`, no Gram
-    matrix). On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
+    matrix). Its search starts at the support-count bound
+    (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`, a necessary condition for embeddings in general
+    position, which Gaussian ones are almost surely) and walks up from it (:func:`compatible_from`): one rank verdict
+    when d*_comp attains the bound, as it does on nearly every dataset. Below the bound no verdict is taken, so
+    d*_comp >= bound holds by construction except on the scanned trials, whose scan takes the verdicts below it too.
+    On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
     and must agree with it (its residuals are the ``residual_*`` columns).
     """
     t0 = time.perf_counter()
@@ -161,7 +165,7 @@ def critical_dimensions(task: Trial) -> TrialResult:
         counts["lp_runs"] += found.solves
     else:
         d_sep = search(separable, task.guess_sep)
-    d_comp = 0 if task.k == 1 else search(compatible, task.guess_comp)
+    d_comp = 0 if task.k == 1 else compatible_from(compatible, support_count_bound(full.support), task.m)
     consistent = True
     if task.scan:
         for pred, d_star in ((separable, d_sep), (compatible, d_comp)):
@@ -177,22 +181,40 @@ def critical_dimensions(task: Trial) -> TrialResult:
                        task.scan, bool(consistent), time.perf_counter() - t0, counts["lp_runs"])
 
 
+def compatible_from(pred, bound: int, m: int) -> int:
+    """Smallest d in max(bound, 1)..m with pred(d) (m + 1 if none), for pred monotone in d and false below ``bound``
+    (not evaluated there): pred(bound), then steps 1, 2, 4, ... up and bisection
+    (:func:`~ntpbias.geometry.separability.verdict.smallest_true`).
+
+    >>> calls = []
+    >>> compatible_from(lambda d: calls.append(d) or d >= 12, 10, 40), calls
+    (12, [10, 11, 13, 12])
+    """
+    lo = max(bound, 1)
+    if lo > m:
+        return m + 1
+    if pred(lo):
+        return lo
+    step, hi = 1, lo + 1
+    while hi <= m and not pred(hi):
+        lo, step = hi, 2 * step
+        hi = min(lo + step, m + 1)
+    return smallest_true(pred, lo, hi)
+
+
 @dataclass(frozen=True)
 class Guess:
-    """Where the searches of a configuration's trials start: d*_sep and d*_comp guesses and the first step."""
+    """Where the search for d*_sep of a configuration's trials starts, and its first step."""
 
     sep: int
-    comp: int
     step: int
 
 
 def predicted_guess(V: int, k: int, m: int) -> Guess:
-    """Guesses from theory alone: round(δ*(V, k) m)
-    (:func:`~ntpbias.geometry.separability.thresholds.separability_threshold`), just above the counting bound for
-    compatibility, and a first step of about sqrt(m)/4 (d* spreads like sqrt(m): for one-hot binary labels its standard
-    deviation is sqrt(m - 1)/2, Cover's law)."""
-    return Guess(max(1, round(separability_threshold(V, k) * m)), max(1, math.ceil(counting_bound(V, k) * m) + 1),
-                 max(1, round(math.sqrt(m) / 4)))
+    """The guess from theory alone: round(δ*(V, k) m)
+    (:func:`~ntpbias.geometry.separability.thresholds.separability_threshold`), and a first step of about sqrt(m)/4
+    (d* spreads like sqrt(m): for one-hot binary labels its standard deviation is sqrt(m - 1)/2, Cover's law)."""
+    return Guess(max(1, round(separability_threshold(V, k) * m)), max(1, round(math.sqrt(m) / 4)))
 
 
 def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inprocess",
@@ -206,7 +228,7 @@ def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inproc
 
     g = guess or predicted_guess(cfg.V, cfg.support_size, cfg.m)
     tasks = [Trial(cfg.V, cfg.support_size, cfg.m, cfg.seed, t, cfg.dirichlet, cfg.method, t < cfg.scan,
-                   g.sep, g.comp, g.step) for t in range(cfg.trials)]
+                   g.sep, g.step) for t in range(cfg.trials)]
     results: list[TrialResult | None] = [None] * len(tasks)
     for outcome in map_tasks(critical_dimensions, tasks, executor=executor):
         if not outcome.ok:
