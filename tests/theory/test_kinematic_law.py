@@ -49,6 +49,7 @@ def test_poissonized_fft_matches_sampling_the_cells(m, V, d):
     assert abs(separable_probability(m, V, d) - mc) < 5 / math.sqrt(draws)  # 5 standard errors at most
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("V", [3, 5, 20])
 def test_large_m_threshold_is_delta_star(V):
     m = 4000 if V < 20 else 8000
@@ -64,6 +65,7 @@ def test_law_is_a_distribution():
     assert math.isclose(law.pmf.sum(), 1.0, abs_tol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("V", "m", "n"), [(3, 14, 160), (4, 16, 120)])
 def test_law_matches_certified_critical_dimensions(V, m, n):
     found = np.array([critical_dimension(random_ntp(m, m, V, V - 1, seed=100 + s), round(0.8 * m), step=2)[0]
