@@ -53,6 +53,10 @@ IMDB_ONE_LAYER = AttentionConfig(
 IMDB_TWO_LAYER = replace(IMDB_ONE_LAYER, model=replace(IMDB_ONE_LAYER.model, kind="two_layer"))
 
 
+#: epochs between checkpoints of the real-data runs (``--resume`` continues from the last one)
+CHECKPOINT_EPOCHS = 25
+
+
 QUICK = {"d": 64, "epochs": 10, "decay_epochs": (4, 8)}
 
 
@@ -230,9 +234,11 @@ def run_group(ctx: RunContext) -> RunResult:
             cfg = replace(cfg, seeds=max(1, ctx.seeds), device=ctx.device, model=replace(cfg.model, train_v=train_v),
                           data=replace(cfg.data, **data_changes))
             run = f"{key}-{model.replace('_', '-')}{suffix}"
+            spe = math.ceil(data.ds.n / cfg.train.batch_size)
             if reduced[model]:  # whole-data metrics of model (17) cost a third of an epoch: log every few epochs
-                spe = math.ceil(data.ds.n / cfg.train.batch_size)
                 cfg = replace(cfg, train=replace(cfg.train, log_every=spe * TWO_LAYER_CPU["log_every_epochs"]))
+            if not cfg.train.checkpoint_every:  # a long run can be resumed from a recent state
+                cfg = replace(cfg, train=replace(cfg.train, checkpoint_every=spe * CHECKPOINT_EPOCHS))
             configs[run] = cfg
             ctx.say(f"{name}: training the {model.replace('_', '-')} model, {variant}")
             history, problem = train_classifier(cfg, data, ctx, run)
