@@ -4,6 +4,8 @@ and the run directory's files (``config.toml``, ``metrics.csv``, ``summary.json`
 from .metrics_table import metrics_csv, read_metrics_csv, series
 from .records import (
     CHECK_KINDS,
+    QUOTED_KINDS,
+    VERDICTS,
     Check,
     Figure,
     FigureSpec,
@@ -16,6 +18,6 @@ from .records import (
 )
 from .rundir import RunResult, check_outputs, config_toml, spread, write_run
 
-__all__ = ["CHECK_KINDS", "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
+__all__ = ["CHECK_KINDS", "QUOTED_KINDS", "VERDICTS", "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
            "check_at_most", "check_outputs", "config_toml", "headline", "metrics_csv", "read_metrics_csv", "series",
            "spread", "tally", "write_run"]
