@@ -18,6 +18,7 @@ from .records import (
 )
 from .rundir import RunResult, check_outputs, config_toml, spread, write_run
 
-__all__ = ["CHECK_KINDS", "QUOTED_KINDS", "VERDICTS", "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
+__all__ = ["CHECK_KINDS", "QUOTED_KINDS", "VERDICTS",
+           "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
            "check_at_most", "check_outputs", "config_toml", "headline", "metrics_csv", "read_metrics_csv", "series",
            "spread", "tally", "write_run"]

@@ -16,8 +16,9 @@ from pathlib import Path
 #: ``sanity``: an implementation invariant; ``by-construction``: a value that holds because of how the run was built
 #: (a setting chosen to satisfy the statement, or an exact identity of the implementation that a sanity check already
 #: tests; ``construction`` says how), shown and never counted as a match; ``erratum``: a paper statement we found
-#: false in general (docs/papers' errata), measured as printed: "holds" or "refuted" here, never a failure (the corrected
-#: statement is a separate check); ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
+#: false in general (the errata of each paper's docs page), measured as printed: "holds" or "refuted" here, never a
+#: failure (the corrected statement is a separate check); ``vacuous``: a bound that cannot fail at this scale (shown,
+#: never counted).
 CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "by-construction", "erratum", "vacuous")
 #: the kinds that grade a paper's own sentence: each carries ``quote``, ``where`` and ``metric``
 QUOTED_KINDS = ("theorem", "paper-number", "erratum")
