@@ -31,7 +31,8 @@ CLAIMS = {
     "thm1": (
         "Thm 1 of paper A (Sec. 4.1)",
         r"Then, it holds that  $\lim_{B \rightarrow \infty} \left\langle \frac{\widehat{\mathbf{W}}_B}"
-        r"{\|\widehat{\mathbf{W}}_B\|}, \frac{\mathbf{W}^{\text{mm}}}{\|\mathbf{W}^{\text{mm}}\|} \right\rangle = 1$ .*"),
+        r"{\|\widehat{\mathbf{W}}_B\|}, \frac{\mathbf{W}^{\text{mm}}}{\|\mathbf{W}^{\text{mm}}\|} "
+        r"\right\rangle = 1$ .*"),
     "lemma4": (
         "Lemma 4 of paper A, claim 5 (App. E; Lemma F.2 of the workshop version)",
         r"$\lim_{B \rightarrow \infty} \mathcal{P}_{\mathcal{F}}(\widehat{\mathbf{W}}_B) = \mathbf{W}^*$ , where  "
