@@ -132,8 +132,7 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
             say(f"[bold]{GROUPS[gid].title}[/]")
             with _no_empty_leftovers(group_dir):
                 result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
-            if ctx.scale == "smoke":  # a plumbing test: every check is computed, none is graded
-                result.section.checks = [dataclasses.replace(c, graded=False) for c in result.section.checks]
+            _grade_at(result, ctx.scale)
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
     if len(chosen) > 1:
@@ -147,6 +146,32 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
             "passed": all(s.passed for s in sections),
         })
     return sections
+
+
+def _grade_at(result: RunResult, scale: str) -> None:
+    """Smoke scale is a plumbing test: every check is computed, none is graded."""
+    if scale == "smoke":
+        result.section.checks = [dataclasses.replace(c, graded=False) for c in result.section.checks]
+
+
+def regrade(out: str | Path, *, command: str = "") -> list[Section]:
+    """``ntpbias reproduce --regrade``: the checks, tables, figures, ``summary.json`` and ``report.html`` of a
+    finished one-group run directory again, from its saved outputs (no training), with this version's checks."""
+    out = Path(out)
+    path = out / "summary.json"
+    if not path.is_file():
+        raise DataError(f"{out}: not a run directory (no summary.json); pass the --out of a finished reproduce run")
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    gid = (summary.get("sections") or [{}])[0].get("id")
+    group = GROUPS.get(gid)
+    if group is None or group.regrade is None:
+        able = ", ".join(g.id for g in GROUPS.values() if g.regrade is not None)
+        raise DataError(f"{out}: a run of {gid!r} cannot be regraded from its outputs (groups that can: {able}); "
+                        "use --resume to recompute from its checkpoints")
+    result = group.regrade(out)
+    _grade_at(result, summary.get("scale", "quick"))
+    save_run(out, result, command=command)
+    return [result.section]
 
 
 def _check_from_record(record: dict) -> Check:

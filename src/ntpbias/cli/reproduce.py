@@ -28,10 +28,12 @@ from ._common import _console, cli, command_line, exit_status, max_memory_option
 @click.option("--scheduler", default="", help="dask: address of an existing scheduler (tcp://host:8786).")
 @click.option("--yelp", type=click.Path(dir_okay=False), default="",
               help="attention-imdb: a Yelp Open Dataset reviews file (JSON lines) to add the Yelp rows.")
+@click.option("--regrade", is_flag=True, help="Recompute the checks, tables, figures and report of the finished run "
+              "in OUT from its saved outputs, without training (attention-imdb).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def reproduce(ids, out, scale, seeds, device, resume, executor, workers, scheduler, yelp, as_json, quiet):
+def reproduce(ids, out, scale, seeds, device, resume, executor, workers, scheduler, yelp, regrade, as_json, quiet):
     """Reproduce experiments and figures: trainings, theory checks, figures and report.html.
 
     IDS are experiment groups or figure IDs (see `ntpbias list`); default: all. One group writes its run
@@ -48,6 +50,7 @@ def reproduce(ids, out, scale, seeds, device, resume, executor, workers, schedul
       ntpbias reproduce linear-fig4 linear-fig5 --out runs/fig45 --scale paper
       ntpbias reproduce transformer --seeds 20 --executor local --out runs/tf20   # seeds on all cores
       ntpbias reproduce attention-imdb --yelp yelp_academic_dataset_review.json --out runs/real
+      ntpbias reproduce attention-imdb --regrade --out runs/real   # this version's checks on a finished run
     """
     from .._tensor import resolve_device
     from ..api import run_groups
@@ -56,6 +59,13 @@ def reproduce(ids, out, scale, seeds, device, resume, executor, workers, schedul
     from ..experiments.base import resolve_ids
     from ..parallel import ExecutorConfig
 
+    if regrade:
+        from ..api import regrade as regrade_run
+
+        sections = regrade_run(out, command=command_line())
+        print_checks(sections)
+        click.echo(f"{headline(c for s in sections for c in s.checks)}; report: {Path(out) / 'report.html'}")
+        return exit_status(sections)
     resolve_device(device)
     if yelp and not Path(yelp).is_file():
         raise DataError(f"--yelp {yelp}: no such file")

@@ -111,6 +111,7 @@ class Group:
     figures: dict[str, str]
     run: Callable[[RunContext], RunResult]
     presets: tuple[str, ...] = ()  # the presets the group trains, at the run's scale and seeds (its preflight)
+    regrade: Callable[[Path], RunResult] | None = None  # checks, tables and figures again from a run's saved outputs
 
     def preflight(self, ctx: RunContext) -> None:
         """The group's checks at the door (:func:`preflight` of each of its presets at ``ctx``'s scale and seeds)."""

@@ -48,6 +48,10 @@ CLAIMS = {
         r"The sufficient condition of the result above requires the max-margin direction that does not select "
         r"irrelevant tokens to have a larger margin than any other max-margin solution associated to a different "
         r"token selection."),
+    "lemma45-expect": (
+        "text after Lemma 4.5 of paper B (Sec. 4)",
+        r"We expect this to be the case e.g. for datasets where all the completely positive/negative tokens have the "
+        r"same α_s ."),
     "fig2-pattern": (
         "Sec. 5 of paper B (Fig. 2)",
         r"Specifically, the trained embeddings capture the importance of the corresponding tokens: the dot-product "
