@@ -36,7 +36,7 @@ from .experiments.base import (
 )
 from .io import ensure_dir, input_file, write_json
 from .report import draw, render
-from .results import QUOTED_KINDS, Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
+from .results import Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
 from .training.history import History
 
 #: the ``command`` recorded in summary.json for runs started from Python
@@ -175,13 +175,9 @@ def regrade(out: str | Path, *, command: str = "") -> list[Section]:
 
 
 def _check_from_record(record: dict) -> Check:
-    """A check of summary.json; a quoted kind saved before checks carried their sentence gets "not recorded"."""
+    """A check of summary.json (fields a newer or older ntpbias added are left out)."""
     fields = {f.name for f in dataclasses.fields(Check)}
-    values = {k: v for k, v in record.items() if k in fields}
-    if values.get("kind", "theorem") in QUOTED_KINDS:
-        for key in ("quote", "where", "metric"):
-            values[key] = values.get(key) or "not recorded (a run of an older ntpbias)"
-    return Check(**values)
+    return Check(**{k: v for k, v in record.items() if k in fields})
 
 
 # ---------------------------------------------------------------------------------------------- notebook API
