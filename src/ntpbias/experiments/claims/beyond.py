@@ -7,7 +7,8 @@ CLAIMS = {
         r"Prop. 1's rate: $\log(\mathrm{CE}(W^\star + \gamma W^{mm}) - \mathcal H)$ is linear in $\gamma$ with slope "
         r"within 0.02 of $-1$ on $\gamma \in [5, 20]$"),
     "nsd": (
-        "docs/optimizers.md (the known results, one-hot data: Gunasekar et al. 2018; Fan, Schmidt & Thrampoulidis 2025)",
+        "docs/optimizers.md (the known results, one-hot data: Gunasekar et al. 2018; Fan, Schmidt & Thrampoulidis "
+        "2025)",
         r"normalized steepest descent with respect to a norm converges in direction to the max-margin solution *in "
         r"that norm*"),
     "sign-adam": (

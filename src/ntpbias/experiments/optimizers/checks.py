@@ -111,7 +111,8 @@ def onehot_checks(dataset: str, histories: list[History], configs: dict[str, Nor
         level, source = calibrated(member, data_seed)
         claim = (f"{MEMBERS[member].label} converges in direction to the {norm} max-margin solution: normalized margin "
                  f"in {norm} / maximum -> 1 (worst seed, step {h.steps[-1]})")
-        fields = {"kind": "theorem", "premise": text, "premise_met": met, **cite("A:thm2" if member == "gd" else CLAIM.get(norm, "docs:nsd")),
+        claim_key = "A:thm2" if member == "gd" else CLAIM.get(norm, "docs:nsd")
+        fields = {"kind": "theorem", "premise": text, "premise_met": met, **cite(claim_key),
                   "metric": f"normalized margin in {norm} / its maximum at step {h.steps[-1]} (worst seed)"}
         if level is not None:
             out.append(check_at_least(f"{dataset}: {member} -> {norm} margin", claim, final, round(level, 4),
