@@ -126,7 +126,7 @@ def test_theorem3_gap_agrees_with_a_per_query_loop(tmp_path):
     from ntpbias.experiments import RunContext
     from ntpbias.experiments.transformer.config import FIG2
     from ntpbias.experiments.transformer.runs import run_config, series
-    from ntpbias.geometry.transformer import token_basis
+    from ntpbias.geometry.transformer.optimum import token_basis
 
     for r in run_config(FIG2, RunContext(out=tmp_path)):
         st = r.task.structure

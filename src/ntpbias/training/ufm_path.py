@@ -11,8 +11,8 @@ a unit a orthogonal to the rows of W and H (it exists while d > rank), which dec
 (the escape of Burer-Monteiro factorizations), and Newton resumes.
 
 Each point is certified by its first-order conditions, ``grad_rel`` = ||∇f|| / (λ ||(W, H)||) <= ``tol``, and by the
-global certificate of :func:`~ntpbias.geometry.ufm.optimality_certificate`: ||∇CE||_op <= λ (up to ``tol``) and the
-duality gap of the convex problem min CE(L) + λ||L||_*, which the factored problem equals when d >= rank(L) (the
+global certificate of :func:`~ntpbias.geometry.ufm.logits.optimality_certificate`: ||∇CE||_op <= λ (up to ``tol``) and
+the duality gap of the convex problem min CE(L) + λ||L||_*, which the factored problem equals when d >= rank(L) (the
 variational form of the nuclear norm).
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..data.ntp import NTPData
-from ..geometry.loss import logit_cross_entropy_grad
-from ..geometry.ufm import optimality_certificate, ufm_logits
+from ..geometry.linear.loss import logit_cross_entropy_grad
+from ..geometry.ufm.logits import optimality_certificate, ufm_logits
 from .ufm import init_embeddings
 
 #: relative gradient norm a path point must reach

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import torch
 
-from ...geometry import transformer as th
+from ...geometry.transformer import bounds as tb
+from ...geometry.transformer import optimum as th
 from ...results import Check, check_at_least, check_at_most
 from ..claims import cite
 from .runs import SeedRun, at, series
@@ -56,7 +57,7 @@ def reference_checks(label: str, runs: list[SeedRun]) -> list[Check]:
     for name, refs in (("W_ov*", [r.task.W_ov_star for r in runs]), ("W_kq*", [r.task.W_kq_star for r in runs])):
         if all(s is not None for s in refs):
             out.append(check_at_most(f"{label}: {name} certified", f"KKT residuals of the {name} QP (worst)",
-                                     max(s.kkt.worst for s in refs), max(s.tol for s in refs), src,
+                                     max(s.certificate.worst for s in refs), max(s.tol for s in refs), src,
                                      **_sanity("the solver's KKT tolerance")))
     return out
 
@@ -126,16 +127,16 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         m["cos"].append(np.abs(cos[pos] - 1).max(initial=0.0))
         m["norm"].append((np.abs(norm[pos] - exact.norm[pos]) / exact.norm[pos]).max(initial=0.0))
         m["loss"].append((np.abs(loss - exact.loss_L0) / exact.loss_L0).max())
-        lo, hi = th.ngd_norm_bounds(steps[two], r.eta0, star)
+        lo, hi = tb.ngd_norm_bounds(steps[two], r.eta0, star)
         m["slack"].append(min((norm[two] - lo).min(initial=np.inf), (hi - norm[two]).min(initial=np.inf)))
-        bound = th.prop1_cos_lower(steps[two], r.eta0, star, t.V)
+        bound = tb.prop1_cos_lower(steps[two], r.eta0, star, t.V)
         m["cos_gap"].append((cos[two] - bound).min(initial=np.inf))
         m["bound_T"].append(float(bound[-1]) if bound.size else math.nan)
         late = steps >= steps[-1] / 3
         m["rate"].append(-np.polyfit(steps[late], np.log(loss[late]), 1)[0] / (r.eta0 / (4 * star)))
         margin = series(h, "margin_ov")[1]
         m["spread"].append(series(h, "margin_spread_ov")[1].max() / max(1.0, margin.max()))
-        m["cor"].append(margin[-1] / th.corollary1_delta(steps[-1], r.eta0, star))
+        m["cor"].append(margin[-1] / tb.corollary1_delta(steps[-1], r.eta0, star))
         m["inc"].append(max(h.max_loss_increase or [0.0]) / loss.min())
     T = int(runs[0].two_stage.stage1.step)
     who = seeds_note(runs)
@@ -187,10 +188,10 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
 def premises(runs: list[SeedRun]) -> dict[str, tuple[str, bool]]:
     """The hypotheses of Theorems 1-3 in words, and whether every seed meets them (stage 2 at its last step)."""
     base = all(r.orthonormal and r.init == "zeros" and r.task.structure.assumptions_hold for r in runs)
-    step_ok = all(th.thm1_step_ok(r.eta, r.task.W_kq_star.norm) for r in runs)
-    t_ok = all(bool(th.thm2_condition(r.two_stage.stage2.step, r.eta, r.task.samples.N, r.task.samples.L_max,
+    step_ok = all(tb.thm1_step_ok(r.eta, r.task.W_kq_star.norm) for r in runs)
+    t_ok = all(bool(tb.thm2_condition(r.two_stage.stage2.step, r.eta, r.task.samples.N, r.task.samples.L_max,
                                       r.task.W_kq_star.norm)) for r in runs)
-    T_ok = all(bool(th.corollary1_condition(r.two_stage.stage1.step, r.eta0, r.task.W_ov_star.norm, r.task.V))
+    T_ok = all(bool(tb.corollary1_condition(r.two_stage.stage1.step, r.eta0, r.task.W_ov_star.norm, r.task.V))
                for r in runs)
     thm1 = "Assumptions 1-3 (orthonormal embeddings), zero initialization, η <= ||W_kq*||/e"
     thm2 = (thm1 + "; T >= 384 ||W_ov*||⁵ log(2|V|) log T/η₀ and t >= 1696 N L_max⁴ ||W_kq*||⁶ log²t/η (the "
@@ -227,9 +228,9 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         L_max, N, star = t.samples.L_max, t.samples.N, t.W_kq_star.norm
         steps, norm = series(h, "norm_kq")
         pos, two = steps >= 1, steps >= 2
-        lo6, hi = th.ngd_norm_bounds(steps[pos], r.eta, star, L_max=L_max)
+        lo6, hi = tb.ngd_norm_bounds(steps[pos], r.eta, star, L_max=L_max)
         m["lemma6"].append(min((norm[pos] - lo6).min(), (hi - norm[pos]).min()))
-        m["thm1"].append((norm[pos] - th.ngd_norm_bounds(steps[pos], r.eta, star)[0]).min())
+        m["thm1"].append((norm[pos] - tb.ngd_norm_bounds(steps[pos], r.eta, star)[0]).min())
         cos, loss = series(h, "cos_kq")[1], series(h, "loss")[1]
         gap = 1 - cos
         late = _rate_window(steps, gap, np.ones_like(gap)) & (steps >= 2)
@@ -237,7 +238,7 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         m["cos_ratio"].append(float(r_t[-1] / r_t[0]) if r_t.size > 1 else math.nan)
         m["cos_slope"].append(float(np.polyfit(np.log(steps[late]), np.log(gap[late]), 1)[0])
                               if late.sum() > 2 else math.nan)
-        bound = th.thm1_cos_lower(steps[two], r.eta, N, L_max, star)
+        bound = tb.thm1_cos_lower(steps[two], r.eta, N, L_max, star)
         m["thm1cos"].append((cos[two] - bound).min(initial=np.inf))
         vacuous_cos.append(float(bound[-1]))
         excess = series(h, "loss_excess")[1]
@@ -246,9 +247,9 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         m["lemma5"].append(np.nanmin(series(h, "attn_opt_floor")[1]))
         phi = series(h, "attn_opt_min")[1]
         m["lemma6dir"].append((series(h, "cos_grad_kq_star")[1] + phi / (2 * star)).max())
-        C0, C1 = th.thm2_constants(r.eta0, r.eta, t.W_ov_star.norm, star, L_max)
-        m["thm2att"].append((phi - th.thm2_attention_lower(steps, C1, L_max)).min())
-        loss_bound = th.thm2_loss_upper(steps, int(r.two_stage.stage1.step), C0, C1, L_max, t.V)
+        C0, C1 = tb.thm2_constants(r.eta0, r.eta, t.W_ov_star.norm, star, L_max)
+        m["thm2att"].append((phi - tb.thm2_attention_lower(steps, C1, L_max)).min())
+        loss_bound = tb.thm2_loss_upper(steps, int(r.two_stage.stage1.step), C0, C1, L_max, t.V)
         m["thm2loss"].append((loss - loss_bound).max())
         vacuous_loss.append((float(loss_bound[-1]), float(loss[0])))
         m["acc"].append(series(h, "accuracy")[1][-1])
@@ -258,10 +259,10 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
             slope, icpt = np.polyfit(steps[fit], y, 1)
             m["rate"].append(-slope / C1)
             m["r2"].append(1 - ((y - slope * steps[fit] - icpt) ** 2).sum() / ((y - y.mean()) ** 2).sum())
-        t0 = th.lemma7_t0(r.eta, L_max, star)
+        t0 = tb.lemma7_t0(r.eta, L_max, star)
         if steps[-1] > t0:
             after = steps >= t0
-            alpha = th.lemma7_alpha(norm[after], N, L_max, star)
+            alpha = tb.lemma7_alpha(norm[after], N, L_max, star)
             m["lemma7"].append((-series(h, "cos_neg_grad_kq")[1][after]
                                 - (1 + alpha) * series(h, "cos_grad_kq_star")[1][after]).min())
         order = series(h, "order_gap")[1]
@@ -270,7 +271,7 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
             m["gap_T"].append(float(order[-1]))
     T = int(runs[0].two_stage.stage2.step)
     who = seeds_note(runs)
-    t0 = max(th.lemma7_t0(r.eta, r.task.samples.L_max, r.task.W_kq_star.norm) for r in runs)
+    t0 = max(tb.lemma7_t0(r.eta, r.task.samples.L_max, r.task.W_kq_star.norm) for r in runs)
     premise, met = prem["thm1"]
     prem["rate"] = (premise + f"; the window t >= {T // 3} starts after t_0 = ceil(8 L_max ||W_kq*||²/η) = {t0} "
                     "(Lemma 7: where the proof's asymptotic argument starts)", met and T // 3 >= t0)
@@ -288,7 +289,7 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
                        metric="smallest slack over every step t >= 1",
                        **thm("thm1", "C:thm1-norm", "the theorem's stated bound")),
         Check(f"{label}: Theorem 1 step size", "η <= ||W_kq*||/e (the proof's 'η < O(1)')", runs[0].eta,
-              "<= ||W_kq*||/e", bool(all(th.thm1_step_ok(r.eta, r.task.W_kq_star.norm) for r in runs)),
+              "<= ||W_kq*||/e", bool(all(tb.thm1_step_ok(r.eta, r.task.W_kq_star.norm) for r in runs)),
               "Thm 1 of paper C", **_sanity("the proof's step-size condition (a premise, shown)")),
         Check(f"{label}: Theorem 1 rate", "1 - cos(W_kq^(t), W_kq*) = O(log²t/t): (1 - cos) t/log²t does not grow "
               "over the last two thirds of the steps", f"{max(m['cos_ratio']):.4g} (log-log slope of 1 - cos "

@@ -11,8 +11,8 @@ through the Gram operator G = A A^T (size Σ(S_j - 1)), never through a dense (V
 
 Two methods. ``"exact"`` assembles G from H H^T and eigendecomposes it (small problems). ``"iterative"``
 (used above :data:`EXACT_MAX_ROWS` rows) never forms G: P_F and W* come from preconditioned conjugate
-gradients on G applied as A(A^T ·) (:func:`~ntpbias.geometry.gram.gram_solve`, two matrix products per
-iteration), with CGLS (:func:`~ntpbias.geometry.gram.min_norm_lstsq`) for W* when the equations turn out
+gradients on G applied as A(A^T ·) (:func:`~ntpbias.geometry.solvers.gram.gram_solve`, two matrix products per
+iteration), with CGLS (:func:`~ntpbias.geometry.solvers.gram.min_norm_lstsq`) for W* when the equations turn out
 inconsistent; dim F comes from the structure F = {U H : U ∈ 𝒟}, 𝒟 = {U (V x m): column j supported on S_j and
 summing to 0}, dim 𝒟 = Σ_j (S_j - 1) (see :func:`dim_F`).
 """
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import torch
 
-from ..data.ntp import NTPData
-from ..errors import ConfigError
-from .constraints import constraints
-from .gram import gram_solve, min_norm_lstsq
-from .scaling import in_user_units, normalized, stable_norm
+from ...data.ntp import NTPData
+from ...errors import ConfigError
+from ..constraints import constraints
+from ..scaling import in_user_units, normalized, stable_norm
+from ..solvers.gram import gram_solve, min_norm_lstsq
 
 #: Relative tolerance (to ||b||, at least 1) on the compatibility residual.
 COMPATIBILITY_TOL = 1e-8

@@ -4,13 +4,13 @@ Model (1): f(X; p, E) = Σ_i q_i E_{x_i}^T v with q = softmax over the real posi
 L = Ê log(1 + exp(-y f)). Everything here is closed form on tensors ``E: (|S|, d)``, ``p: (d,)``, ``v: (d,)`` and a
 :class:`~ntpbias.data.tokens.TokenSequences` (padding masked out of every softmax); it runs on the device of E.
 
-* Loss and gradients in the stable weight form (Lemma A.1, docs/paper-b-attention.md#objects and §8 notes):
-:func:`readout`,
+* Loss and gradients in the stable weight form (Lemma A.1 of paper B; docs/paper-b-attention.md#objects and
+#theory-checks, B-C3): :func:`readout`,
   :func:`loss_and_gradients`, :func:`loss_and_grad_p`.
 * Stage 1 (eq. (4), Lemma 4.1): :func:`theory_init`, :func:`gd_step`, :func:`stage_one` -> :class:`StageOne`
   (error norms, the bound 11 η₀ d^{-1/4}, correlation and slope of <E¹_s - E⁰_s, v> against α_s);
   the initialisation event (22): :func:`init_event`.
-* Stage 2 (token selection and the max-margin problem (12)): :mod:`ntpbias.geometry.selection`.
+* Stage 2 (token selection and the max-margin problem (12)): :mod:`ntpbias.geometry.attention.selection`.
 
 Training p along the flow (9) (GD or normalized GD on the shared engine) lives in
 :mod:`ntpbias.training.attention` (:func:`~ntpbias.training.attention.train_stage_two`).
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .._tensor import DEFAULT_DTYPE
-from ..data.tokens import TokenSequences, token_statistics
-from ..errors import DataError
-from ..models.attention import readout_terms, theory_init
-from ..stats import pearson
+from ..._tensor import DEFAULT_DTYPE
+from ...data.tokens import TokenSequences, token_statistics
+from ...errors import DataError
+from ...models.attention import readout_terms, theory_init
+from ...stats import pearson
 
 # ---------------------------------------------------------------------------------------------------------------
 # Model (1): readout, loss, gradients

@@ -1,7 +1,7 @@
 """Is the NTP-SVM of a norm unique? A certificate either way, or "undecided" (docs/optimizers.md#uniqueness).
 
-The l1, linf, spectral and nuclear norms are not strictly convex, so (P_N) of :mod:`ntpbias.geometry.norm_svm` may
-have a whole face of minimizers. Two tests, from a certified solution W with dual multipliers (λ, μ) and
+The l1, linf, spectral and nuclear norms are not strictly convex, so (P_N) of :mod:`ntpbias.geometry.margins.norm_svm`
+may have a whole face of minimizers. Two tests, from a certified solution W with dual multipliers (λ, μ) and
 G = A_in^T λ + A_eq^T μ (||G||_* <= 1, <G, W> = ||W||):
 
 **Unique (certified).** Every minimizer W' satisfies <G, W'> = ||G||_* ||W'|| (the dual certificate is tight for all
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .constraints import LogitGaps
-from .norms import matrix_norm
+from ..constraints import LogitGaps
+from ..norms import matrix_norm
 
 #: The rank tests form a dense (rows x family size) matrix; beyond this many entries they are skipped.
 MAX_ENTRIES = 12_000_000

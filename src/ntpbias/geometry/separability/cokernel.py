@@ -1,6 +1,6 @@
 """NTP-separability as an LP over the cokernel of H: small when d is close to m (large supports).
 
-The separability LP of :mod:`ntpbias.geometry.separability` has V d variables and one row per constraint, each
+The separability LP of :mod:`ntpbias.geometry.separability.verdict` has V d variables and one row per constraint, each
 with 2d nonzeros. Its Gordan alternative lives in logit space instead (docs/paper-a-linear-ntp.md, decision A-D19):
 with A_in, A_eq the rows of :func:`~ntpbias.geometry.constraints.constraints`, the data are *not* NTP-separable iff
 y >= 0, Σ y = 1 and μ exist with A_in^T y + A_eq^T μ = 0, and A_in^T y + A_eq^T μ = U^T H for the matrix
@@ -22,7 +22,8 @@ of context j (at -(N β)_j) and puts every out-of-support logit σ + λ_jv >= 1 
 
 The LP has (m - d) V + 1 variables and (m - d) nonzeros per sign row, against V d variables and 2d nonzeros per
 row for the primal LP: for |S_j| = V - 1 at d ≈ m it is thousands of times smaller. Either way the caller checks
-the certificate it returns against the original constraints (:func:`ntpbias.geometry.separability.ntp_separability`).
+the certificate it returns against the original constraints
+(:func:`ntpbias.geometry.separability.verdict.ntp_separability`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._tensor import to_numpy
-from ..data.ntp import NTPData
-from ..errors import SolverError
-from .constraints import NTPConstraints
-from .lp import highs_linprog
+from ..._tensor import to_numpy
+from ...data.ntp import NTPData
+from ...errors import SolverError
+from ..constraints import NTPConstraints
+from ..solvers.lp import highs_linprog
 
 #: singular values of H below this times the largest count as zero (H's rank decides the cokernel)
 RANK_RTOL = 1e-10

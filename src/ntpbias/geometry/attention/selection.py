@@ -1,11 +1,12 @@
 """Stage 2 of paper B: token selection and the max-margin problem (12).
 
-Token selection S_X(p) (eq. (10)): :func:`token_selection`; the max-margin problem (12) for a given selection,
-selected tokens tied by equalities, through :class:`~ntpbias.geometry.svm.MarginProgram`: :func:`max_margin_selection`
--> :class:`SelectionSVM`; Lemma 4.5's important-only SVM: :func:`important_svm`; Theorem 4.3's checks on a trained
-p: :func:`directional_convergence`, :func:`important_selection`; the Lemma 4.4 corollary (one irrelevant token):
-:func:`one_irrelevant_limit`; Lemma 4.5's gap condition: :func:`lemma45_gap`; the loss floor of a selection:
-:func:`selection_loss_floor`. Tensors as in :mod:`ntpbias.geometry.attention`: ``E: (|S|, d)``, ``p: (d,)``.
+Token selection S_X(p) (eq. (10)): :func:`token_selection`; the max-margin problem (12) for a given selection, selected
+tokens tied by equalities, through :class:`~ntpbias.geometry.margins.program.MarginProgram`:
+:func:`max_margin_selection` -> :class:`SelectionSVM`; Lemma 4.5's important-only SVM: :func:`important_svm`; Theorem
+4.3's checks on a trained p: :func:`directional_convergence`, :func:`important_selection`; the Lemma 4.4 corollary (one
+irrelevant token): :func:`one_irrelevant_limit`; Lemma 4.5's gap condition: :func:`lemma45_gap`; the loss floor of a
+selection: :func:`selection_loss_floor`. Tensors as in :mod:`ntpbias.geometry.attention.stage_one`: ``E: (|S|, d)``,
+``p: (d,)``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.tokens import TokenSequences, relevant_tokens, token_statistics
-from ..errors import DataError, NotSeparableError
-from .attention import _check
-from .constraints import LogitGaps
-from .svm import KKT_TOL, MarginProgram, SVMResult
+from ...data.tokens import TokenSequences, relevant_tokens, token_statistics
+from ...errors import DataError, NotSeparableError
+from ..constraints import LogitGaps
+from ..margins.program import KKT_TOL, MarginProgram, SVMResult
+from .stage_one import _check
 
 
 def token_selection(E: torch.Tensor, p: torch.Tensor, ds: TokenSequences, *, tol: float = 0.0) -> torch.Tensor:
@@ -45,7 +46,7 @@ class SelectionSVM:
         ("degenerate": every sequence selects all its tokens, so there is no inequality and p̂ = 0, Lemma 4.4).
     message : one line saying why, for the last two.
     p_hat : (d,) the solution, or None.
-    result : the :class:`~ntpbias.geometry.svm.SVMResult` (KKT certificate), or None.
+    result : the :class:`~ntpbias.geometry.margins.program.SVMResult` (KKT certificate), or None.
     n_ineq, n_eq : number of distinct inequality rows p^T(E_s - E_s') >= 1 and tie rows p^T(E_s - E_s0) = 0.
     """
 
@@ -122,10 +123,10 @@ def max_margin_selection(E: torch.Tensor, ds: TokenSequences, selected: torch.Te
     s' not selected in the same X, with the selected tokens of each X tied (p^T(E_s - E_s0) = 0,
     docs/paper-b-attention.md#decisions).
 
-    Solved by :class:`~ntpbias.geometry.svm.MarginProgram` on the variable p as a (1, d) matrix with
+    Solved by :class:`~ntpbias.geometry.margins.program.MarginProgram` on the variable p as a (1, d) matrix with
     H = E (|S|, d) (logit rows a = b = 0, columns j = s, k = s'). When |S| < d the solution lies in the row
     space of E, so the same program is solved exactly in coordinates c of an orthonormal basis Q of it
-    (p = Q c, H = E Q, ||p|| = ||c||); the certificate ``result.kkt`` then refers to c. An infeasible
+    (p = Q c, H = E Q, ||p|| = ||c||); the certificate ``result.certificate`` then refers to c. An infeasible
     selection is reported as ``status="infeasible"``, never raised.
 
     Examples

@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._tensor import to_numpy
-from ..data.ntp import NTPData
-from .constraints import constraints
+from ..._tensor import to_numpy
+from ...data.ntp import NTPData
+from ..constraints import constraints
 from .excess import context_excess
 
 #: The Gram matrix of A_eq is eigendecomposed up to this many rows (no bound beyond).
@@ -72,7 +72,7 @@ def f_error_bound(W: torch.Tensor, data: NTPData) -> np.ndarray | None:
     apply (one-hot supports: F = {0}; too many rows). Valid for NTP_H-compatible data.
 
     >>> from ntpbias.data.synthetic import random_ntp
-    >>> from ntpbias.geometry.subspace import subspace
+    >>> from ntpbias.geometry.linear.subspace import subspace
     >>> data = random_ntp(m=6, d=8, V=4, support_size=2, seed=0)
     >>> F = subspace(data)
     >>> W = F.W_star + 0.01 * torch.randn(4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))

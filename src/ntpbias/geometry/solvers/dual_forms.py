@@ -1,7 +1,7 @@
 """The two layouts of the dual multipliers of a max-margin program (docs/paper-a-linear-ntp.md#objects), shared by
-the dual method (:mod:`ntpbias.geometry.dual`) and the accelerated gradient of the workset method
-(:mod:`ntpbias.geometry.apg`): one multiplier per constraint row (:class:`RowForm`, scatter by ``index_add``), or
-grouped by the logit cell the rows share (:class:`GroupForm`, an exact projection per group); :func:`dual_form`
+the dual method (:mod:`ntpbias.geometry.solvers.dual`) and the accelerated gradient of the workset method
+(:mod:`ntpbias.geometry.solvers.apg`): one multiplier per constraint row (:class:`RowForm`, scatter by ``index_add``),
+or grouped by the logit cell the rows share (:class:`GroupForm`, an exact projection per group); :func:`dual_form`
 picks one."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ..errors import SolverError
+from ...errors import SolverError
 from .gram import ConstraintOps
 
 

@@ -9,14 +9,14 @@ with A_in, A_eq given as :class:`~ntpbias.geometry.constraints.LogitGaps`. Its d
     maximize Σ λ - ½||A_in^T λ + A_eq^T μ||²  subject to  λ >= 0,                               (D)
 
 and at the optimum W = A_in^T λ + A_eq^T μ. :class:`MarginProgram` solves (P) with a chosen backend and
-returns an :class:`SVMResult` whose :class:`KKT` residuals are recomputed from (W, λ, μ) independently of the
-solver, so a result is only called certified when it can be checked.
+returns an :class:`~ntpbias.geometry.margins.result.SVMResult` whose certificate (the KKT residuals of (P)) is
+recomputed from (W, λ, μ) independently of the solver, so a result is only called certified when it can be checked.
 
 Backends: ``"clarabel"`` (cvxpy with the Clarabel interior-point solver named explicitly, the reference for
 small problems; the constraints are assembled as one sparse matrix), ``"dual"`` (the matrix-free accelerated
-projected-gradient method of :mod:`ntpbias.geometry.dual` on (D): two matrix products per iteration, memory linear
-in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
-``"workset"`` (:mod:`ntpbias.geometry.workset`: a working set of rows, an adaptive-step accelerated gradient in
+projected-gradient method of :mod:`ntpbias.geometry.solvers.dual` on (D): two matrix products per iteration, memory
+linear in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
+``"workset"`` (:mod:`ntpbias.geometry.solvers.workset`: a working set of rows, an adaptive-step accelerated gradient in
 float32 to find the active face, then active-face refinement with float64 residuals; the same operators, devices
 and warm starts). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the
 dual method beyond; :func:`ntp_svm` (the NTP-SVM, where the workset method was measured 3-4x faster than the dual
@@ -28,18 +28,18 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
 
-from ..data.ntp import NTPData
-from ..errors import NotSeparableError, SolverError
-from .constraints import LogitGaps, constraints
-from .dual import DIVERGENCE_TOL, solve_dual
-from .gram import gram_solve
-from .scaling import in_user_units, normalized, stable_norm
-from .workset import solve_workset
+from ...data.ntp import NTPData
+from ...errors import NotSeparableError, SolverError
+from ..constraints import LogitGaps, constraints
+from ..scaling import normalized, stable_norm
+from ..solvers.dual import DIVERGENCE_TOL, solve_dual
+from ..solvers.gram import gram_solve
+from ..solvers.workset import solve_workset
+from .result import Certificate, SVMResult
 
 #: A result is certified when every KKT residual is at most this.
 KKT_TOL = 1e-6
@@ -53,84 +53,6 @@ AUTO_CLARABEL_MAX_NNZ = 300_000
 SOLVERS = ("auto", "clarabel", "dual", "workset")
 #: Where a dual-solver NTP-SVM solution of a dataset is kept (``data._cache``) to warm-start later dual solves.
 DUAL_CACHE_KEY = "ntp_svm_dual"
-
-
-@dataclass(frozen=True)
-class KKT:
-    """KKT residuals of (P) at (W, λ, μ); all zero at the exact optimum. Each is relative (dimensionless), so it is
-    the same when the constraints are rescaled (H -> cH scales W as 1/c and λ, μ as 1/c²): a certificate can neither
-    pass nor fail because of the data's units (docs/errors-and-limits.md).
-
-    * ``primal_violation``: max(max_i (1 - A_in(W)_i)^+, max |A_eq(W)|) (the margin is 1: already unitless);
-    * ``dual_violation``: max_i (-λ_i)^+ / max_i |λ_i|;
-    * ``complementary_slackness``: max_i |λ_i (A_in(W)_i - 1)| / max_i |λ_i|;
-    * ``stationarity``: ||W - A_in^T λ - A_eq^T μ|| / max(||W||, ||A_in^T λ + A_eq^T μ||);
-    * ``duality_gap``: |½||W||² - (Σλ - ½||A_in^T λ + A_eq^T μ||²)| / max(½||W||², |Σλ - ½||A_in^T λ + A_eq^T μ||²|).
-    """
-
-    primal_violation: float
-    dual_violation: float
-    complementary_slackness: float
-    stationarity: float
-    duality_gap: float
-
-    @property
-    def worst(self) -> float:
-        return max(asdict(self).values())
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, eq=False)
-class SVMResult:
-    """Solution of a max-margin program with its certificate.
-
-    Attributes
-    ----------
-    W : Tensor, the primal solution (shape of the program's variable).
-    dual_ineq : Tensor (R_in,), λ >= 0.  dual_eq : Tensor (R_eq,), μ.
-    kkt : KKT residuals recomputed from (W, λ, μ).
-    status : "optimal" (certified to ``tol``) or "inaccurate" (the solver stopped short; the residuals say by how much).
-    solver : backend name.  solve_seconds : wall time of the solve.  iterations : solver iterations if known.
-    details : backend facts (dual: ``form``, ``precision``, ``lipschitz``, ``dual_seconds`` = time in the
-    accelerated-gradient solver; both: ``polish`` = how the active-set polish went).
-    """
-
-    W: torch.Tensor
-    dual_ineq: torch.Tensor
-    dual_eq: torch.Tensor
-    kkt: KKT
-    status: str
-    solver: str
-    solve_seconds: float
-    iterations: int | None
-    tol: float
-    margin: float
-    details: dict = field(default_factory=dict)
-
-    @property
-    def norm(self) -> float:
-        """||W|| (computed without over- or underflow at any scale of W)."""
-        return stable_norm(self.W)
-
-    def in_user_units(self, scale: float) -> SVMResult:
-        """The result of a program solved on embeddings divided by ``scale`` (:mod:`ntpbias.geometry.scaling`), in
-        the original units: W / scale, multipliers / scale²; the margin and the relative KKT residuals are the
-        same."""
-        if scale == 1.0:
-            return self
-        return replace(self, W=in_user_units(self.W, scale), dual_ineq=in_user_units(self.dual_ineq, scale, 2, "λ"),
-                       dual_eq=in_user_units(self.dual_eq, scale, 2, "μ"), details=dict(self.details))
-
-    @property
-    def certified(self) -> bool:
-        return self.kkt.worst <= self.tol
-
-    @property
-    def n_active(self) -> int:
-        """Number of inequality constraints with positive multiplier (support vectors)."""
-        return int((self.dual_ineq > 1e-9 * max(1.0, _max0(self.dual_ineq))).sum())
 
 
 class MarginProgram:
@@ -183,12 +105,12 @@ class MarginProgram:
             out = out + self.eq.adjoint(mu)
         return out
 
-    def certificate(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> KKT:
+    def certificate(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> Certificate:
         """KKT residuals of (P) at (W, λ, μ), computed in the dtype of W (use float64 to certify)."""
         return self._certify(W, lam, mu)[0]
 
-    def _certify(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> tuple[KKT, float]:
-        """(:meth:`certificate`, the margin min_i A_in(W)_i) from one product W H^T."""
+    def _certify(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor) -> tuple[Certificate, float]:
+        """(:meth:`certificate`, the smallest gap min_i A_in(W)_i) from one product W H^T."""
         g = self.ineq.apply(W)
         viol = _max0(torch.clamp(1 - g, min=0))
         if self.eq is not None:
@@ -199,7 +121,7 @@ class MarginProgram:
         primal = 0.5 * wnorm**2
         dual = float(lam.sum()) - 0.5 * anorm**2
         lam_max = max(_max0(lam.abs()), tiny)
-        return KKT(  # relative residuals: the same at every scale of the data (class docstring)
+        return Certificate(  # relative residuals: the same at every scale of the data (Certificate's docstring)
             primal_violation=viol,
             dual_violation=_max0(torch.clamp(-lam, min=0)) / lam_max + 0.0,
             complementary_slackness=_max0((lam * (g - 1)).abs()) / lam_max,
@@ -217,11 +139,12 @@ class MarginProgram:
         tol : float, the KKT tolerance of the certificate.
         polish : bool, refine on the active set (:meth:`polish`) unless already exact (workset: only a result its
             own refinement left uncertified).
-        warm_start : SVMResult, DualSolution or (λ, μ); dual and workset (Clarabel has no warm start and ignores it).
+        warm_start : SVMResult, a solver's run or (λ, μ); dual and workset (Clarabel has no warm start and ignores it).
         dtype, device : working precision and device of the dual or workset solver (the certificate is computed in
             the program's own dtype, float64 by default; workset iterates in float32 unless told float64).
         **options : passed to the backend (Clarabel: ``max_iter``, ``eps``; dual: see
-            :func:`~ntpbias.geometry.dual.solve_dual`; workset: :func:`~ntpbias.geometry.workset.solve_workset`).
+            :func:`~ntpbias.geometry.solvers.dual.solve_dual`; workset:
+            :func:`~ntpbias.geometry.solvers.workset.solve_workset`).
 
         Raises
         ------
@@ -244,11 +167,10 @@ class MarginProgram:
                     "certificate"
                 )
             lam, mu, iters = run.lam, run.mu, run.iterations
-            W = getattr(run, "W", None)  # the workset refinement's A^T y at these multipliers, if it has it
-            W = self._stack(lam, mu) if W is None else W
+            W = self._stack(lam, mu) if run.W is None else run.W  # the workset refinement's A^T y, if it has it
             status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
             details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
-                       "dual_seconds": run.seconds, **getattr(run, "details", {})}
+                       "dual_seconds": run.seconds, **run.details}
             if name == "workset":  # it ends with its own active-face refinement; polish only what that missed
                 polish = polish and not run.converged
         return self.finish(W, lam, mu, solver=name, start=start, iterations=iters, status=status, tol=tol,
@@ -258,27 +180,27 @@ class MarginProgram:
                polish: bool = True, details: dict | None = None) -> SVMResult:
         """Certify a backend's (W, λ, μ), polish it unless already exact, and warn if it misses ``tol``."""
         result = self._result(W, lam, mu, solver, start, iterations, tol, details or {})
-        if polish and not (result.certified and result.kkt.worst < 1e-12):
+        if polish and not (result.certified and result.certificate.worst < 1e-12):
             polished = self.polish(result)
             if polished is None:
                 result.details["polish"] = "rejected (not KKT-valid)"
-            elif polished.kkt.worst < result.kkt.worst:
+            elif polished.certificate.worst < result.certificate.worst:
                 result = polished
                 result.details["polish"] = "applied"
             else:
                 result.details["polish"] = "no improvement"
         if status != "optimal" and not result.certified:
-            warnings.warn(f"{solver} stopped with status {status!r}; KKT residual {result.kkt.worst:.2e} > {tol:g}",
-                          stacklevel=3)
+            warnings.warn(f"{solver} stopped with status {status!r}; KKT residual {result.certificate.worst:.2e} > "
+                          f"{tol:g}", stacklevel=3)
         return result
 
     def _result(self, W, lam, mu, solver, start, iters, tol, details=None) -> SVMResult:
-        kkt, margin = self._certify(W, lam, mu)
+        cert, min_gap = self._certify(W, lam, mu)
         return SVMResult(
-            W=W, dual_ineq=lam, dual_eq=mu, kkt=kkt,
-            status="optimal" if kkt.worst <= tol else "inaccurate", solver=solver,
+            W=W, dual_ineq=lam, dual_eq=mu, certificate=cert,
+            status="optimal" if cert.worst <= tol else "inaccurate", solver=solver,
             solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
-            margin=margin, details=dict(details or {}),
+            min_gap=min_gap, details=dict(details or {}),
         )
 
     def polish(self, result: SVMResult, active_tol: float = 1e-6) -> SVMResult | None:
@@ -286,7 +208,7 @@ class MarginProgram:
 
         With active rows A_act (margin within ``active_tol`` of 1, or λ > 0) and the equality rows, the optimum
         is W = A_c^T ν with (A_c A_c^T) ν = [1; 0]: solved densely up to :data:`POLISH_MAX_ROWS` rows, and by
-        matrix-free conjugate gradients (:func:`~ntpbias.geometry.gram.gram_solve`, started from the current
+        matrix-free conjugate gradients (:func:`~ntpbias.geometry.solvers.gram.gram_solve`, started from the current
         multipliers) beyond. Returns None when the refined point is not KKT-valid (a negative multiplier or a
         violated inactive row).
         """
@@ -382,19 +304,19 @@ def _solve_clarabel(program: MarginProgram, *, max_iter: int = 200, eps: float =
 
 def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_start=None, norm: str = "l2",
             **options) -> SVMResult:
-    """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced form of §3.2.
+    """The NTP-SVM W^mm = argmin ||W|| s.t. (6a), (6b) (Def. 3 of paper A), in the reduced (anchor) form
+    of docs/paper-a-linear-ntp.md#objects (items 4 and 10).
 
     ``norm``: "l2" (this program; the default), or "linf", "l1", "spectral", "nuclear": the same constraints with that
-    norm minimized, returned as a :class:`~ntpbias.geometry.norm_svm.NormSVMResult` with its dual-norm certificate
-    (:func:`~ntpbias.geometry.norm_svm.norm_svm`; docs/optimizers.md#the-max-margin-programs; ``solver`` must then be
-    "auto" or "clarabel", and ``options`` go to it).
+    norm minimized, with the certificate of that norm's program (:func:`~ntpbias.geometry.margins.norm_svm.norm_svm`;
+    docs/optimizers.md#the-max-margin-programs; ``solver`` must then be "auto" or "clarabel", and ``options`` go to it).
 
-    Its ``margin`` is 1 (the min logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
+    Its ``min_gap`` is 1 (the smallest logit gap) and the maximum normalized NTP margin is 1/||W^mm||.
     ``solver="auto"`` takes Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` nonzeros and the workset method beyond.
     ``solver``, ``warm_start`` and ``options`` (``dtype``, ``device``, ``max_iter``, ...) go to
     :meth:`MarginProgram.solve`; W^mm depends on the data only through H and the supports, so a solution for
     the same supports (or nearby H) is a good warm start. Without one, the dual solver starts from the solution
-    the dual separability check (:func:`~ntpbias.geometry.separability.ntp_separability`) left for ``data``.
+    the dual separability check (:func:`~ntpbias.geometry.separability.verdict.ntp_separability`) left for ``data``.
 
     Examples
     --------
@@ -402,7 +324,7 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
     >>> from ntpbias.data.ntp import NTPData
     >>> data = NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
     >>> res = ntp_svm(data)
-    >>> res.certified, round(res.margin, 9)
+    >>> res.certified, round(res.min_gap, 9)
     (True, 1.0)
     """
     if norm != "l2":
@@ -432,7 +354,8 @@ def ntp_svm(data: NTPData, solver: str = "auto", *, tol: float = KKT_TOL, warm_s
 
 
 def ntp_margin(W: torch.Tensor, data: NTPData) -> torch.Tensor:
-    """γ(W) = min_{j, z∈S_j, v∉S_j} (e_z - e_v)^T W h̄_j (§3.1), for W (..., V, d); +inf without out-of-support pairs.
+    """γ(W) = min_{j, z∈S_j, v∉S_j} (e_z - e_v)^T W h̄_j, the NTP margin of Sec. 4 of paper A, for W (..., V, d);
+    +inf without out-of-support pairs.
 
     The normalized margin is γ(W)/||W||, at most 1/||W^mm|| over F^⊥.
     """

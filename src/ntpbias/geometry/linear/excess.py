@@ -1,6 +1,7 @@
-"""CE(W) - H and ∇CE(W) without cancellation, for training far into the separable regime (docs/optimizers.md#numerics).
+"""CE(W) - H and ∇CE(W) without cancellation, for training far into the separable regime
+(docs/optimizers.md#numerics-training-far-into-the-separable-regime).
 
-:func:`~ntpbias.geometry.loss.cross_entropy_grad` computes CE and the residual S(W h̄_j) - p̂_j directly; once the
+:func:`~ntpbias.geometry.linear.loss.cross_entropy_grad` computes CE and the residual S(W h̄_j) - p̂_j directly; once the
 probability mass off the supports falls below float64's resolution (about 1e-16, logit gaps of about 37) the loss
 gap CE - H rounds to zero and the in-support residuals lose the part that drives the margin. Normalized and
 adaptive optimizers (sign descent, Muon, Adam) reach that regime within a few thousand steps. Here, per context j,
@@ -12,9 +13,10 @@ u_j = log(Σ_{v∉S_j} e^{ℓ_v} / Σ_{z∈S_j} e^{ℓ_z}):
 * S_z - p̂_z = p̂_z expm1(t_z) - ρ_j q_z on S_j, and S_v = e^{ℓ_v - log Σ_{z∈S_j} e^{ℓ_z} - softplus(u_j)} off it,
   ρ_j = sigmoid(u_j).
 
-Both are exact rewritings of eq. (2) of paper A and its gradient (§1.4); the one-hot case (|S_j| = 1, t = 0) stays
-accurate until e^{-gap} underflows (gaps of about 745). With |S_j| > 1 the in-support log-odds are resolved only to the
-logits' absolute precision (about 1e-16 |ℓ|), an inherent floor of float64 NTP training.
+Both are exact rewritings of eq. (2) of paper A and its gradient (docs/paper-a-linear-ntp.md#objects, item 2); the
+one-hot case (|S_j| = 1, t = 0) stays accurate until e^{-gap} underflows (gaps of about 745). With |S_j| > 1 the
+in-support log-odds are resolved only to the logits' absolute precision (about 1e-16 |ℓ|), an inherent floor of float64
+NTP training.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as nnf
 
-from ..data.ntp import NTPData
+from ...data.ntp import NTPData
 
 
 def context_excess(W: torch.Tensor, data: NTPData) -> torch.Tensor:
@@ -34,7 +36,7 @@ def excess_loss_grad(W: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torc
     """(CE(W) - H (...,), ∇CE(W) (..., V, d)) for W (..., V, d), computed without cancellation (module docstring).
 
     >>> from ntpbias.data.synthetic import random_ntp
-    >>> from ntpbias.geometry.loss import cross_entropy_grad
+    >>> from ntpbias.geometry.linear.loss import cross_entropy_grad
     >>> data = random_ntp(m=5, d=4, V=3, support_size=2, seed=0)
     >>> W = torch.randn(2, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     >>> gap, grad = excess_loss_grad(W, data)

@@ -12,7 +12,8 @@ column summing to 0 and Λ[v, j] <= 0 off the supports. For feasible L and dual-
 ||L||_* >= <Λ, L>: the gap ||L||_* + Σ_out Λ >= 0 certifies both. :func:`certify` recomputes it from (L, Λ) alone,
 after making L exactly feasible and Λ exactly dual-feasible (so the reported gap is a rigorous bound up to round-off).
 
-Two solvers return the same :class:`LogitSVMResult`:
+Two solvers return the same :class:`~ntpbias.geometry.margins.result.SVMResult` (``L``, ``Lam``, ``dual_value``,
+``singular_values`` set; its certificate's ``duality_gap`` is the relative gap above):
 
 * ``"clarabel"``: cvxpy's ``normNuc`` (an SDP) solved by Clarabel (named explicitly); Λ from the constraints' duals.
   Clarabel stops near 1e-7 relative accuracy on these degenerate SDPs ("optimal_inaccurate"); when its certificate
@@ -30,15 +31,15 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .._tensor import to_numpy
-from ..data.ntp import NTPData
-from ..errors import SolverError
-from .ufm import centred_support, nuclear_norm, support_svd
+from ..._tensor import to_numpy
+from ...data.ntp import NTPData
+from ...errors import SolverError
+from ..margins.result import Certificate, SVMResult
+from .logits import centred_support, nuclear_norm, support_svd
 
 #: relative duality gap (and feasibility) a certified solution reaches
 SVM_TOL = 1e-8
@@ -48,55 +49,15 @@ SDP_MAX_SIZE = 64
 SOLVERS = ("auto", "clarabel", "admm")
 
 
-@dataclass(frozen=True, eq=False)
-class LogitSVMResult:
-    """A solution of the nuclear-norm NTP-SVM with its certificate (recomputed by :func:`certify`).
-
-    Attributes
-    ----------
-    L : (V, m) the primal solution, made exactly feasible
-    Lam : (V, m) the dual certificate, made exactly dual-feasible (||Λ||_op <= 1, columns sum to 0, <= 0 off supports)
-    value : ||L||_*; dual_value : -Σ_out Λ (a lower bound on the optimum)
-    gap_rel : (value - dual_value) / value
-    primal_violation : ||L_solver - L|| / ||L||, how far the solver's L was from feasible
-    dual_violation : the largest of ||Λ_solver||_op - 1, the largest positive off-support entry and column sum
-    min_gap : the smallest in-vs-out logit gap of L (1 at the optimum)
-    singular_values : of L (descending); rank : numerical rank
-    status : "optimal" (gap_rel <= tol), "inaccurate" or "degenerate" (no off-support entry: L^mm = 0)
-    """
-
-    L: torch.Tensor
-    Lam: torch.Tensor
-    value: float
-    dual_value: float
-    gap_rel: float
-    primal_violation: float
-    dual_violation: float
-    min_gap: float
-    singular_values: torch.Tensor
-    solver: str
-    status: str
-    seconds: float
-    iterations: int | None = None
-    tol: float = SVM_TOL
-    details: dict = field(default_factory=dict)
-
-    @property
-    def certified(self) -> bool:
-        return self.status in ("optimal", "degenerate")
-
-    @property
-    def rank(self) -> int:
-        s = self.singular_values
-        return int((s > 1e-7 * s[0]).sum()) if s.numel() and s[0] > 0 else 0
-
-    def to_dict(self) -> dict:
-        """The JSON record (``analysis.json``'s ``ufm.svm``)."""
-        return {"value": self.value, "dual_value": self.dual_value, "gap_rel": self.gap_rel,
-                "primal_violation": self.primal_violation, "dual_violation": self.dual_violation,
-                "min_gap": self.min_gap, "rank": self.rank, "singular_values": self.singular_values.tolist(),
-                "solver": self.solver, "status": self.status, "certified": self.certified,
-                "seconds": self.seconds, "iterations": self.iterations, "tol": self.tol, **self.details}
+def svm_record(result: SVMResult) -> dict:
+    """The JSON record of a nuclear-norm NTP-SVM result (``analysis.json``'s ``ufm.svm``; its keys are a file
+    contract): ``dual_violation`` is the larger of the certificate's dual and dual-norm violations."""
+    c = result.certificate
+    return {"value": result.norm, "dual_value": result.dual_value, "gap_rel": c.duality_gap,
+            "primal_violation": c.primal_violation, "dual_violation": max(c.dual_violation, c.dual_norm_violation),
+            "min_gap": result.min_gap, "rank": result.rank, "singular_values": result.singular_values.tolist(),
+            "solver": result.solver, "status": result.status, "certified": result.certified,
+            "seconds": result.solve_seconds, "iterations": result.iterations, "tol": result.tol, **result.details}
 
 
 # ================================================================================================ feasibility
@@ -144,7 +105,7 @@ def repair_dual(Lam: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
 
 
 def certify(L: torch.Tensor, Lam: torch.Tensor, data: NTPData, *, solver: str, seconds: float,
-            iterations: int | None = None, tol: float = SVM_TOL, details: dict | None = None) -> LogitSVMResult:
+            iterations: int | None = None, tol: float = SVM_TOL, details: dict | None = None) -> SVMResult:
     """Certify a candidate (L, Λ) independently of the solver that produced it (module docstring).
 
     L is projected onto the constraint set and Λ repaired to dual feasibility (:func:`repair_dual`); the gap between
@@ -157,21 +118,24 @@ def certify(L: torch.Tensor, Lam: torch.Tensor, data: NTPData, *, solver: str, s
     L_feas, c = project_constraints(L, support)
     primal_violation = float(torch.linalg.matrix_norm(L - L_feas) / torch.linalg.matrix_norm(L_feas).clamp_min(1e-300))
     col = float(Lam.sum(0).abs().max())
-    dual_violation = max(float(torch.linalg.matrix_norm(Lam, ord=2)) - 1.0, float(Lam[out].clamp_min(0).max())
-                         if bool(out.any()) else 0.0, col, 0.0)
+    dual_violation = max(float(Lam[out].clamp_min(0).max()) if bool(out.any()) else 0.0, col, 0.0)
+    dual_norm_violation = max(float(torch.linalg.matrix_norm(Lam, ord=2)) - 1.0, 0.0)
     Lam_feas = repair_dual(Lam, support)
     sv = torch.linalg.svdvals(L_feas)
-    value = float(sv.sum())
     dual_value = float(-Lam_feas[out].sum())
     gaps = (c[None, :] - L_feas)[out]
     min_gap = float(gaps.min()) if gaps.numel() else float("inf")
     if not bool(out.any()):
         status, gap_rel = "degenerate", 0.0
     else:
+        value = float(sv.sum())
         gap_rel = (value - dual_value) / max(value, 1e-300)
         status = "optimal" if gap_rel <= tol else "inaccurate"
-    return LogitSVMResult(L_feas, Lam_feas, value, dual_value, gap_rel, primal_violation, dual_violation, min_gap,
-                          sv, solver, status, seconds, iterations, tol, details or {})
+    cert = Certificate(primal_violation=primal_violation, dual_violation=dual_violation,
+                       dual_norm_violation=dual_norm_violation, duality_gap=gap_rel)
+    return SVMResult(L=L_feas, Lam=Lam_feas, certificate=cert, status=status, solver=solver, solve_seconds=seconds,
+                     iterations=iterations, tol=tol, min_gap=min_gap, norm_name="nuclear", dual_value=dual_value,
+                     singular_values=sv, details=details or {})
 
 
 # ================================================================================================ solvers
@@ -240,7 +204,7 @@ def _admm(data: NTPData, *, tol: float, max_iter: int, check_every: int = 10, dt
 
 
 def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, max_iter: int = 20_000,
-                device=None) -> LogitSVMResult:
+                device=None) -> SVMResult:
     """Solve and certify the nuclear-norm NTP-SVM of ``data`` (module docstring). Only the supports matter.
 
     ``solver``: "auto", "clarabel" (cvxpy SDP) or "admm" (first order; ``max_iter`` iterations at most, ``device``
@@ -251,7 +215,7 @@ def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, ma
     >>> import torch
     >>> data = NTPData.from_arrays(torch.eye(3), [[0.5, 0.5, 0], [0, 0, 1.0], [0, 0, 1.0]])
     >>> r = nuclear_svm(data, "admm")
-    >>> r.status, round(r.value, 6), r.gap_rel < 1e-9
+    >>> r.status, round(r.norm, 6), r.certificate.duality_gap < 1e-9
     ('optimal', 1.414214, True)
     """
     if solver not in SOLVERS:
@@ -267,7 +231,7 @@ def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, ma
         iters = None
         raw = certify(torch.as_tensor(L, dtype=torch.float64), torch.as_tensor(Lam, dtype=torch.float64), data,
                       solver=solver, seconds=0.0, tol=tol)
-        details["clarabel_gap_rel"] = raw.gap_rel
+        details["clarabel_gap_rel"] = raw.certificate.duality_gap
         if raw.status == "inaccurate":
             L, Lam, iters, _ = _admm(data, tol=tol, max_iter=max_iter, device=device, start=(raw.L, raw.Lam))
             details["polished"] = f"ADMM warm-started from Clarabel's solution, {iters} iterations"
@@ -277,12 +241,13 @@ def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, ma
                      data, solver=solver, seconds=time.perf_counter() - start, iterations=iters, tol=tol,
                      details=details)
     if result.status == "inaccurate":
-        warnings.warn(f"nuclear-norm NTP-SVM ({solver}): relative duality gap {result.gap_rel:.2e} > {tol:g}",
+        warnings.warn(f"nuclear-norm NTP-SVM ({solver}): relative duality gap {result.certificate.duality_gap:.2e} > "
+                      f"{tol:g}",
                       stacklevel=2)
     return result
 
 
-def svm_vs_centred_support(result: LogitSVMResult, data: NTPData) -> float:
+def svm_vs_centred_support(result: SVMResult, data: NTPData) -> float:
     """||L^mm - S̃|| / ||S̃||: 0 (to the solver's accuracy) exactly when S̃ solves the SVM (U-3)."""
     St = centred_support(data)
     return float(torch.linalg.matrix_norm(result.L - St) / torch.linalg.matrix_norm(St))
@@ -299,13 +264,13 @@ def same_support_spread(L: torch.Tensor, groups: torch.Tensor) -> float:
 
 
 def ufm_summary(data: NTPData, solver: str = "auto", **options) -> tuple[dict, dict]:
-    """The log-bilinear model's logit-space objects of ``data`` for ``ntpbias analyze --ufm`` (docs/ufm.md#analyze).
+    """The log-bilinear model's logit-space objects of ``data`` for ``ntpbias analyze --ufm`` (docs/ufm.md#commands).
 
     Returns (the ``ufm`` record of ``analysis.json``, arrays for ``geometry.npz``: ``ufm_L_mm``, ``ufm_Lambda``,
     ``ufm_S_tilde``, ``ufm_L_star``).
     """
-    from .loss import logit_cross_entropy_grad
-    from .ufm import finite_logits, support_groups
+    from ..linear.loss import logit_cross_entropy_grad
+    from .logits import finite_logits, support_groups
 
     svm = nuclear_svm(data, solver, **options)
     ssvd = support_svd(data)
@@ -324,10 +289,10 @@ def ufm_summary(data: NTPData, solver: str = "auto", **options) -> tuple[dict, d
         "same_support_column_spread": same_support_spread(svm.L, groups),
         "finite_part_norm": float(torch.linalg.matrix_norm(L_star)),
         "lambda_0": float(torch.linalg.matrix_norm(G0, ord=2)),
-        "svm": svm.to_dict(),
+        "svm": svm_record(svm),
     }
     return record, {"ufm_L_mm": svm.L, "ufm_Lambda": svm.Lam, "ufm_S_tilde": ssvd.S_tilde, "ufm_L_star": L_star}
 
 
-__all__ = ["LogitSVMResult", "SDP_MAX_SIZE", "SOLVERS", "SVM_TOL", "certify", "nuclear_norm", "nuclear_svm",
-           "project_constraints", "repair_dual", "same_support_spread", "svm_vs_centred_support", "ufm_summary"]
+__all__ = ["SDP_MAX_SIZE", "SOLVERS", "SVM_TOL", "certify", "nuclear_norm", "nuclear_svm", "project_constraints",
+           "repair_dual", "same_support_spread", "svm_record", "svm_vs_centred_support", "ufm_summary"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.ntp import NTPData
+from ...data.ntp import NTPData
 from .loss import cross_entropy_grad
 
 #: Relative accuracy asked of each path point (KKT residual and | ||W|| - B | / B).
@@ -48,7 +48,8 @@ class PathPoint:
 
 
 def _hvp(U: torch.Tensor, probs: torch.Tensor, data: NTPData, lam: float) -> torch.Tensor:
-    """(∇²CE(W) + λI) U with ∇²CE = Σ_j π̂_j (diag(s_j) - s_j s_j^T) ⊗ h̄_j h̄_j^T (§1.4)."""
+    """(∇²CE(W) + λI) U with ∇²CE = Σ_j π̂_j (diag(s_j) - s_j s_j^T) ⊗ h̄_j h̄_j^T (the Hessian of
+    docs/paper-a-linear-ntp.md#objects, item 3)."""
     LU = data.H @ U.T  # (m, V)
     t = probs * LU - probs * (probs * LU).sum(-1, keepdim=True)
     return (t * data.pi[:, None]).T @ data.H + lam * U

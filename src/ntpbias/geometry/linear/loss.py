@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ..data.ntp import NTPData
-from .scaling import data_scale
+from ...data.ntp import NTPData
+from ..scaling import data_scale
 
 
 def logits(W: torch.Tensor, data: NTPData) -> torch.Tensor:
@@ -56,7 +56,8 @@ def logit_cross_entropy_grad(L: torch.Tensor, data: NTPData) -> tuple[torch.Tens
 
 
 def cross_entropy_grad(W: torch.Tensor, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
-    """CE(W) and its closed-form gradient ∇CE(W) = Σ_j π̂_j (S(W h̄_j) - p̂_j) h̄_j^T (§1.4), no autograd.
+    """CE(W) and its closed-form gradient ∇CE(W) = Σ_j π̂_j (S(W h̄_j) - p̂_j) h̄_j^T
+    (docs/paper-a-linear-ntp.md#objects, item 2), no autograd.
 
     The hot path of training: all runs' logits come from one matrix product (W as (B V, d)) in a (B, V, m)
     layout (:func:`logit_cross_entropy_grad`), and the gradient is one more product with H.
@@ -93,7 +94,8 @@ def per_sample_cross_entropy(W: torch.Tensor, H_samples: torch.Tensor, next_toke
 
 
 def smoothness_bound(data: NTPData) -> float:
-    """L <= (1/2) λ_max(Σ_j π̂_j h̄_j h̄_j^T): a smoothness constant of CE (§1.4); GD with η <= 1/(2L) descends."""
+    """L <= (1/2) λ_max(Σ_j π̂_j h̄_j h̄_j^T): a smoothness constant of CE; GD with η <= 1/(2L)
+    descends (docs/paper-a-linear-ntp.md#objects, item 3)."""
     s = data_scale(data.H)  # at unit scale: H H^T neither over- nor underflows (geometry.scaling); L scales as s²
     H = data.H / s
     cov = (H * data.pi[:, None]).T @ H

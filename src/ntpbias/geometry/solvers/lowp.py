@@ -1,6 +1,6 @@
 """Low-precision increments: matrix products in bfloat16 whose rounding error scales with a *change*, not a value.
 
-The accelerated gradient of :mod:`ntpbias.geometry.apg` spends its time in two matrix products per step,
+The accelerated gradient of :mod:`ntpbias.geometry.solvers.apg` spends its time in two matrix products per step,
 W = Λ H (the scatter side) and L = W H^T (the logits). In bfloat16 they run 3.5-4.5x faster than in float32 on
 CPUs with native bfloat16 dot products (AVX512-BF16: measured on this project's machine at every one-hot benchmark
 size) and on GPUs, but a bfloat16 product has a relative error of about 2^-9 ≈ 2e-3 of its result: gaps computed
@@ -29,7 +29,7 @@ import torch
 
 #: bfloat16 is used for increments when it is at least this many times faster than float32 on the device.
 MIN_SPEEDUP = 1.8
-#: The choices of ``increments`` in :func:`ntpbias.geometry.apg.apg` and the workset solver.
+#: The choices of ``increments`` in :func:`ntpbias.geometry.solvers.apg.apg` and the workset solver.
 CHOICES = ("auto", "bfloat16", "none")
 
 _measured: dict[str, bool] = {}

@@ -1,6 +1,6 @@
 """Matrix-free solvers for max-margin programs: the dual method of ``MarginProgram.solve(solver="dual")``.
 
-The program (P) of :mod:`ntpbias.geometry.svm`,
+The program (P) of :mod:`ntpbias.geometry.margins.program`,
 
     minimize ½||W||²  subject to  A_in(W) >= 1,  A_eq(W) = 0,
 
@@ -24,9 +24,9 @@ eigenvalue of the scaled Hessian. It works in one of two parametrizations of the
   fewer iterations). The projection onto {group sum 0, sign constraints} is exact, by a sort per group.
 * ``"rows"``: otherwise, y = (λ, μ) itself with λ projected on >= 0 and μ free.
 
-Stopping uses the same residuals as the KKT certificate (:class:`~ntpbias.geometry.svm.KKT`), evaluated every
-``check_every`` iterations (the only host synchronizations, so the loop runs unchanged on a GPU). Data that
-admit no feasible W make (D) unbounded: the multipliers grow without bound while W = A^T y stays bounded. Since
+Stopping uses the same residuals as the KKT certificate (:class:`~ntpbias.geometry.margins.result.Certificate`),
+evaluated every ``check_every`` iterations (the only host synchronizations, so the loop runs unchanged on a GPU). Data
+that admit no feasible W make (D) unbounded: the multipliers grow without bound while W = A^T y stays bounded. Since
 ||A^T y|| / Σλ >= 1/||W^mm|| for every dual-feasible y (λ >= 0) when (P) is feasible, a ratio below
 ``DIVERGENCE_TOL`` times the largest row norm proves that no W has a normalized margin above that. Two
 candidates y are tried: the iterate itself and its growth since a checkpoint (λ part clipped at 0), which
@@ -34,7 +34,7 @@ isolates the recession direction and shows divergence long before the iterate's 
 like 1/k²) does. The run then stops with ``diverged=True`` and the normalized candidate, a Gordan certificate of
 (near) infeasibility.
 
-The constraint operators and conjugate gradients on A A^T are in :mod:`ntpbias.geometry.gram`.
+The constraint operators and conjugate gradients on A A^T are in :mod:`ntpbias.geometry.solvers.gram`.
 """
 
 from __future__ import annotations
@@ -42,26 +42,29 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
-from ..errors import SolverError
-from .constraints import LogitGaps
+from ...errors import SolverError
+from ..constraints import LogitGaps
 from .dual_forms import dual_form
 from .gram import ConstraintOps
 
 
-class MarginProgram(Protocol):
-    """What the dual method needs of a program (:class:`ntpbias.geometry.svm.MarginProgram` is one): its
-    constraint maps, the shape of W, and a copy on a device and dtype."""
+class SolverProgram(Protocol):
+    """What the matrix-free solvers need of a max-margin program
+    (:class:`ntpbias.geometry.margins.program.MarginProgram` is one): its constraint maps, the shape of W, a copy on a
+    device and dtype, and its certificate at (W, λ, μ)."""
 
     ineq: LogitGaps
     eq: LogitGaps | None
     var_shape: tuple[int, ...]
 
-    def to(self, device, dtype) -> MarginProgram: ...
+    def to(self, device, dtype) -> SolverProgram: ...
+
+    def certificate(self, W: torch.Tensor, lam: torch.Tensor, mu: torch.Tensor): ...
 
 #: Iteration cap of :func:`solve_dual` unless asked otherwise.
 DUAL_MAX_ITER = 20000
@@ -80,8 +83,11 @@ STEP_SAFETY = 1.02
 
 
 @dataclass(frozen=True, eq=False)
-class DualSolution:
-    """Outcome of :func:`solve_dual` (multipliers in the program's dtype and device).
+class _SolverRun:
+    """Outcome of a matrix-free solver (:func:`solve_dual`, :func:`~ntpbias.geometry.solvers.workset.solve_workset`),
+    private to the solvers: :meth:`~ntpbias.geometry.margins.program.MarginProgram.solve` certifies it into the one
+    public result type, :class:`~ntpbias.geometry.margins.result.SVMResult`. Multipliers are in the program's dtype and
+    device.
 
     Attributes
     ----------
@@ -104,11 +110,17 @@ class DualSolution:
         ``"float64"``, ``"float32"``, ``"float32+float64"`` (refined in float64) or ``"float64 (float32 gave
         non-finite values)"``.
     lipschitz : float
-        Step-size constant of the (scaled) dual.
+        Step-size constant of the (scaled) dual (the workset method: of its accelerated stage's last step).
     seconds : float
         Wall time.
     residual_history : tuple of (int, float)
-        (iteration, worst residual) at each check.
+        The dual method: (iteration, worst residual) at each check.
+    details : dict
+        The workset method: ``working_set`` (rows per round), ``rounds``, ``apg_iterations``, ``pcg_iterations``,
+        ``refine_rounds``, ``face_rows`` (rows with positive multiplier), ``products`` (matrix products of the working
+        precision), ``products_float64``, ``handover_residual``.
+    W : Tensor or None
+        The workset method: A_in^T λ + A_eq^T μ at the returned multipliers, when its refinement computed it.
     """
 
     lam: torch.Tensor
@@ -122,6 +134,8 @@ class DualSolution:
     lipschitz: float
     seconds: float
     residual_history: tuple[tuple[int, float], ...] = ()
+    details: dict = field(default_factory=dict)
+    W: torch.Tensor | None = None
 
 
 # --------------------------------------------------------------------------------------------- step size
@@ -149,21 +163,21 @@ def _lanczos_max(op, x0: torch.Tensor, steps: int) -> float:
 
 
 # --------------------------------------------------------------------------------------------- the solver
-def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUAL_MAX_ITER,
+def solve_dual(program: SolverProgram, *, tol: float = 1e-6, max_iter: int = DUAL_MAX_ITER,
                warm_start=None, dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
-               check_every: int = CHECK_EVERY) -> DualSolution:
+               check_every: int = CHECK_EVERY) -> _SolverRun:
     """Solve the dual (D) of ``program`` matrix-free by accelerated projected gradient with restart.
 
     Parameters
     ----------
-    program : MarginProgram
+    program : SolverProgram
         The max-margin program (its tensors' dtype and device are those of the returned multipliers).
     tol : float
         Stop when every KKT residual (primal violation, complementary slackness, relative duality gap; the
         dual feasibility and stationarity hold by construction) is below ``tol``.
     max_iter : int
         Iteration cap (per precision); the best iterate seen at a check is returned with ``converged=False``.
-    warm_start : SVMResult, DualSolution, (λ, μ) or None
+    warm_start : SVMResult, a solver's run or (λ, μ), or None
         Multipliers to start from (e.g. the solution of a nearby program with the same rows).
     dtype : torch.float64 (default: the program's dtype) or torch.float32
         Working precision. float32 stops at ``max(tol, FLOAT32_TOL)``, then the multipliers are checked in
@@ -178,7 +192,7 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
 
     Returns
     -------
-    DualSolution
+    _SolverRun
         ``diverged=True`` (normalized Gordan multipliers) when the program is infeasible; the caller decides
         whether that is an error (:meth:`MarginProgram.solve` raises :class:`~ntpbias.errors.NotSeparableError`).
 
@@ -187,7 +201,7 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
     >>> import torch
     >>> from ntpbias.data.ntp import NTPData
     >>> from ntpbias.geometry.constraints import constraints
-    >>> from ntpbias.geometry.svm import MarginProgram
+    >>> from ntpbias.geometry.margins.program import MarginProgram
     >>> cons = constraints(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
     >>> sol = solve_dual(MarginProgram(cons.ineq, cons.eq), tol=1e-10)
     >>> sol.converged, sol.form, [round(float(x), 6) for x in sol.lam]
@@ -233,7 +247,7 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
     except MemoryError:
         raise SolverError(f"out of memory solving a max-margin program with {n_vars} variables and {n_rows} "
                           "constraints") from None
-    return DualSolution(
+    return _SolverRun(
         lam=run["lam"].to(device=home_device, dtype=home_dtype), mu=run["mu"].to(device=home_device, dtype=home_dtype),
         iterations=run["iterations"], converged=run["converged"], diverged=run["diverged"],
         gordan_residual=run["gordan"], form=run["form"], precision=precision, lipschitz=run["lipschitz"],
@@ -241,8 +255,8 @@ def solve_dual(program: MarginProgram, *, tol: float = 1e-6, max_iter: int = DUA
     )
 
 
-def _warm_duals(warm_start, program: MarginProgram):
-    """(λ, μ) from a warm start (SVMResult, DualSolution or a pair), shape-checked; (None, None) without one."""
+def _warm_duals(warm_start, program: SolverProgram):
+    """(λ, μ) from a warm start (SVMResult, a solver's run or a pair), shape-checked; (None, None) without one."""
     if warm_start is None:
         return None, None
     if isinstance(warm_start, tuple | list):

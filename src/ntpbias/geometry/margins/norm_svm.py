@@ -10,13 +10,14 @@ Its Lagrange dual is
 
     maximize Σ λ  subject to  λ >= 0,  ||A_in^T λ + A_eq^T μ||_* <= 1                                (D_N)
 
-(||.||_* the dual norm), and at the optimum ||W|| = Σ λ and <A_in^T λ + A_eq^T μ, W> = ||W|| (docs/optimizers.md#the-
-max-margin-programs). l1 and linf make (P_N) a linear program, spectral and nuclear a semidefinite program; both are
-solved by cvxpy with Clarabel named explicitly (an interior-point method for LPs, SOCPs and SDPs), on vec(W) with each
-constraint family one sparse matrix. The l2 norm keeps the quadratic program of :mod:`ntpbias.geometry.svm` (same
-minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
+(||.||_* the dual norm), and at the optimum ||W|| = Σ λ and <A_in^T λ + A_eq^T μ, W> = ||W||
+(docs/optimizers.md#the-max-margin-programs). l1 and linf make (P_N) a linear program, spectral and nuclear a
+semidefinite program; both are solved by cvxpy with Clarabel named explicitly (an interior-point method for LPs, SOCPs
+and SDPs), on vec(W) with each constraint family one sparse matrix. The l2 norm keeps the quadratic program of
+:mod:`ntpbias.geometry.margins.program` (same minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
 
-:class:`NormCertificate` is recomputed from (W, λ, μ) alone, never from the solver's own report:
+Its :class:`~ntpbias.geometry.margins.result.Certificate` is recomputed from (W, λ, μ) alone, never from the
+solver's own report:
 
 * ``primal_violation``: max(max_i (1 - A_in(W)_i)^+, max |A_eq(W)|) (the margin is 1, so this is relative to it);
 * ``dual_violation``: max_i (-λ_i)^+ / Σ |λ|;
@@ -24,7 +25,7 @@ minimizer; ``ntp_svm(data, norm="l2")`` is exactly ``ntp_svm(data)``).
 * ``duality_gap``: | ||W|| - Σ λ | / ||W||.
 
 Whether the minimizer is unique (l1, linf, spectral and nuclear are not strictly convex) is decided by
-:func:`ntpbias.geometry.uniqueness.uniqueness`: certified unique, certified non-unique (a second minimizer is
+:func:`ntpbias.geometry.margins.uniqueness.uniqueness`: certified unique, certified non-unique (a second minimizer is
 exhibited and checked), or undecided.
 """
 
@@ -32,103 +33,27 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
 
-from ..data.ntp import NTPData
-from ..errors import NotSeparableError, SolverError
-from .constraints import LogitGaps, constraints
-from .norms import DUAL, check_norm, matrix_norm
-from .scaling import in_user_units
+from ...data.ntp import NTPData
+from ...errors import NotSeparableError, SolverError
+from ..constraints import LogitGaps, constraints
+from ..norms import DUAL, check_norm, matrix_norm
+from .result import Certificate, SVMResult
 
 #: A result is certified when every certificate residual is at most this.
 CERT_TOL = 1e-6
-#: The norms solved here (l2 stays with the quadratic program of ntpbias.geometry.svm).
+#: The norms solved here (l2 stays with the quadratic program of ntpbias.geometry.margins.program).
 CONIC_NORMS = ("linf", "l1", "spectral", "nuclear")
 #: The cone program each norm is.
 PROGRAM_KIND = {"linf": "LP", "l1": "LP", "spectral": "SDP", "nuclear": "SDP"}
 
 
-@dataclass(frozen=True)
-class NormCertificate:
-    """Optimality residuals of (P_N)/(D_N) at (W, λ, μ), all relative (module docstring); all zero at the optimum."""
-
-    primal_violation: float
-    dual_violation: float
-    dual_norm_violation: float
-    duality_gap: float
-
-    @property
-    def worst(self) -> float:
-        return max(asdict(self).values())
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, eq=False)
-class NormSVMResult:
-    """W^mm in one norm, its dual multipliers and its certificate.
-
-    Attributes
-    ----------
-    norm_name : the norm ("linf", "l1", "spectral", "nuclear").
-    W : Tensor (V, d), the minimizer found.  dual_ineq : (R_in,) λ.  dual_eq : (R_eq,) μ.
-    certificate : :class:`NormCertificate`.  tol : the certification tolerance.
-    status : "optimal" (certified) or "inaccurate".  solver : "clarabel".  solve_seconds : wall time (solve, certificate
-    and uniqueness).  iterations : the solver's.  margin : min_i A_in(W)_i (1 at the optimum; the normalized margin
-    is 1/``norm``).
-    unique : True (certified unique), False (a second minimizer was found and checked) or None (undecided).
-    uniqueness : how ``unique`` was decided, in words.  W_second : the second minimizer found when ``unique`` is False.
-    details : program kind, Clarabel's status, the uniqueness test and the second minimizer's distance.
-    """
-
-    norm_name: str
-    W: torch.Tensor
-    dual_ineq: torch.Tensor
-    dual_eq: torch.Tensor
-    certificate: NormCertificate
-    status: str
-    solver: str
-    solve_seconds: float
-    iterations: int | None
-    tol: float
-    margin: float
-    unique: bool | None = None
-    uniqueness: str = ""
-    W_second: torch.Tensor | None = None
-    details: dict = field(default_factory=dict)
-
-    @property
-    def norm(self) -> float:
-        """||W^mm|| in ``norm_name``."""
-        return float(matrix_norm(self.W, self.norm_name))
-
-    @property
-    def certified(self) -> bool:
-        return self.certificate.worst <= self.tol
-
-    def in_user_units(self, scale: float) -> NormSVMResult:
-        """The result of a program solved on embeddings divided by ``scale`` (:mod:`ntpbias.geometry.scaling`), in
-        the original units: W / scale and, since the optimal value Σλ = ||W^mm|| scales like W, the multipliers /
-        scale; the margin and the relative certificate are the same."""
-        if scale == 1.0:
-            return self
-        second = None if self.W_second is None else in_user_units(self.W_second, scale)
-        return replace(self, W=in_user_units(self.W, scale), dual_ineq=in_user_units(self.dual_ineq, scale, 1, "λ"),
-                       dual_eq=in_user_units(self.dual_eq, scale, 1, "μ"), W_second=second, details=dict(self.details))
-
-    @property
-    def kkt(self) -> NormCertificate:
-        """The certificate (the name :class:`~ntpbias.geometry.svm.SVMResult` uses)."""
-        return self.certificate
-
-
 def certificate(ineq: LogitGaps, eq: LogitGaps | None, norm: str, W: torch.Tensor, lam: torch.Tensor,
-                mu: torch.Tensor) -> NormCertificate:
-    """:class:`NormCertificate` of (W, λ, μ) for (P_N) in ``norm``, from the constraint operators alone."""
+                mu: torch.Tensor) -> Certificate:
+    """The certificate of (W, λ, μ) for (P_N) in ``norm`` (module docstring), from the constraint operators alone."""
     g = ineq.apply(W)
     viol = float(torch.clamp(1 - g, min=0).max()) if len(g) else 0.0
     G = ineq.adjoint(lam)
@@ -137,7 +62,7 @@ def certificate(ineq: LogitGaps, eq: LogitGaps | None, norm: str, W: torch.Tenso
         G = G + eq.adjoint(mu)
     value = float(matrix_norm(W, norm))
     lam_mass = float(lam.abs().sum())
-    return NormCertificate(
+    return Certificate(
         primal_violation=viol,
         dual_violation=float(torch.clamp(-lam, min=0).max()) / max(lam_mass, 1e-300) if len(lam) else 0.0,
         dual_norm_violation=max(0.0, float(matrix_norm(G, DUAL[norm])) - 1.0),
@@ -221,13 +146,13 @@ def feasible_dual(ineq: LogitGaps, eq: LogitGaps | None, norm: str, lam: torch.T
 
 
 def norm_svm(data: NTPData, norm: str, *, tol: float = CERT_TOL, decide_uniqueness: bool = True,
-             **options) -> NormSVMResult:
+             **options) -> SVMResult:
     """W^mm in ``norm`` ("linf", "l1", "spectral", "nuclear") for ``data``, certified (module docstring).
 
     ``options``: Clarabel's ``eps`` (gap and feasibility tolerances), ``max_iter`` and ``dynamic_regularization``
     (default off, which certifies to about 1e-10 where Clarabel's default stalls near 1e-7; a solver failure retries
     with it on). ``decide_uniqueness``: run
-    :func:`~ntpbias.geometry.uniqueness.uniqueness` (a few rank tests; ``unique`` stays None when False).
+    :func:`~ntpbias.geometry.margins.uniqueness.uniqueness` (a few rank tests; ``unique`` stays None when False).
 
     Examples
     --------
@@ -267,11 +192,11 @@ def norm_svm(data: NTPData, norm: str, *, tol: float = CERT_TOL, decide_uniquene
         unique, how = verdict.unique, verdict.reason
         second = verdict.details.pop("W_second", None)
         details.update(verdict.details)
-    result = NormSVMResult(norm_name=norm, W=W, dual_ineq=lam, dual_eq=mu, certificate=cert,
-                           status="optimal" if cert.worst <= tol else "inaccurate", solver="clarabel",
-                           solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
-                           margin=float(cons.ineq.apply(W).min()), unique=unique,
-                           uniqueness=how, W_second=second, details=details)
+    result = SVMResult(norm_name=norm, W=W, dual_ineq=lam, dual_eq=mu, certificate=cert,
+                       status="optimal" if cert.worst <= tol else "inaccurate", solver="clarabel",
+                       solve_seconds=time.perf_counter() - start, iterations=iters, tol=tol,
+                       min_gap=float(cons.ineq.apply(W).min()), unique=unique,
+                       uniqueness=how, W_second=second, details=details)
     if not result.certified:
         warnings.warn(f"the {norm} NTP-SVM missed its tolerance: certificate residual {cert.worst:.2e} > {tol:g} "
                       f"(Clarabel status {status!r})", stacklevel=2)

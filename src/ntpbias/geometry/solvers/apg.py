@@ -1,9 +1,9 @@
 """Accelerated projected gradient on the dual of a max-margin program with an adaptive step: the inner solver of
-:mod:`ntpbias.geometry.workset`.
+:mod:`ntpbias.geometry.solvers.workset`.
 
-The dual (D) of (P) (:mod:`ntpbias.geometry.svm`), its parametrizations (``"grouped"``, ``"rows"``), the
-projection and the residuals are those of :mod:`ntpbias.geometry.dual`; what differs is the step. The dual method
-steps 1/L̂ with L̂ a Lanczos estimate of the largest eigenvalue of the scaled Hessian over *all* multipliers.
+The dual (D) of (P) (:mod:`ntpbias.geometry.margins.program`), its parametrizations (``"grouped"``, ``"rows"``), the
+projection and the residuals are those of :mod:`ntpbias.geometry.solvers.dual`; what differs is the step. The dual
+method steps 1/L̂ with L̂ a Lanczos estimate of the largest eigenvalue of the scaled Hessian over *all* multipliers.
 Near the optimum only the multipliers of the active face move, and the curvature along the face is several times
 smaller (measured: 3.9 against 17.3 on one-hot data with m = 10 d, V = 100), so that step is several times too
 short. Here the step backtracks on the exact quadratic model instead. Since -(D) is quadratic in the multipliers
@@ -18,7 +18,7 @@ each accepted step and doubles on a rejected one, so it tracks the local curvatu
 gradient test of O'Donoghue & Candès (2015) as in the dual method.
 
 Infeasible programs make (D) unbounded; the run stops with Gordan multipliers exactly as
-:func:`~ntpbias.geometry.dual.solve_dual` does (the same two candidates and the same rounding-safe test).
+:func:`~ntpbias.geometry.solvers.dual.solve_dual` does (the same two candidates and the same rounding-safe test).
 """
 
 from __future__ import annotations
@@ -112,35 +112,35 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     program : MarginProgram (or anything with ``ineq``, ``eq``) in the working dtype and device.
     tol : float
         Stop when the worst residual (primal violation, relative complementary slackness and duality gap: those of
-        :func:`ntpbias.geometry.dual._residuals`) is at most this.
+        :func:`ntpbias.geometry.solvers.dual._residuals`) is at most this.
     max_iter : int
         Cap on accelerated steps.
     lam0, mu0 : Tensor or None
         Warm start (projected onto the feasible set of (D)).
-    form : "auto", "grouped" or "rows" (:mod:`ntpbias.geometry.dual`).
+    form : "auto", "grouped" or "rows" (:mod:`ntpbias.geometry.solvers.dual`).
     check_every : int
         Steps between residual checks (host synchronizations).
     patience : int
         Checks without a 10% improvement of the best residual before the run stops as ``stalled``.
     verify : callable (λ, μ) -> bool or None
         Decides whether candidate Gordan multipliers prove infeasibility (default: the dual method's rounding-safe
-        test in the working precision, which float32 cannot pass; :mod:`ntpbias.geometry.workset` checks in
+        test in the working precision, which float32 cannot pass; :mod:`ntpbias.geometry.solvers.workset` checks in
         float64 on the full program instead).
     increments : "auto", "bfloat16", "none" or None
         Between residual checks, compute the two products as a working-precision anchor plus a bfloat16 increment
-        (:mod:`ntpbias.geometry.lowp`; "auto": where bfloat16 is fast). Every check re-anchors, so the residuals
+        (:mod:`ntpbias.geometry.solvers.lowp`; "auto": where bfloat16 is fast). Every check re-anchors, so the residuals
         the run stops on are exact in the working precision.
     settle : float or None
         Also stop (``settled``) once the residual is below :data:`SETTLE_BELOW` and the support of λ changed in at
         most this fraction of its rows since the previous check: the active face is identified, and the caller
-        finishes on it (the handover of :mod:`ntpbias.geometry.workset`).
+        finishes on it (the handover of :mod:`ntpbias.geometry.solvers.workset`).
 
     Examples
     --------
     >>> import torch
     >>> from ntpbias.data.ntp import NTPData
     >>> from ntpbias.geometry.constraints import constraints
-    >>> from ntpbias.geometry.svm import MarginProgram
+    >>> from ntpbias.geometry.margins.program import MarginProgram
     >>> cons = constraints(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
     >>> run = apg(MarginProgram(cons.ineq, cons.eq), tol=1e-10, max_iter=500)
     >>> run.converged, [round(float(x), 6) for x in run.lam]
@@ -288,9 +288,9 @@ class _Projection:
     """The projection of the dual method's form; for the grouped form by Newton's method on the group root,
     warm-started from the previous call's roots.
 
-    The grouped projection (:meth:`ntpbias.geometry.dual_forms.GroupForm.project`) needs the root τ of the decreasing
-    concave piecewise-linear φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0) per group; the dual method sorts every
-    group for it, which on (contexts, V) = (20000, 100) costs as much as half a matrix product. Newton's step from
+    The grouped projection (:meth:`ntpbias.geometry.solvers.dual_forms.GroupForm.project`) needs the root τ of the
+    decreasing concave piecewise-linear φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0) per group; the dual method sorts
+    every group for it, which on (contexts, V) = (20000, 100) costs as much as half a matrix product. Newton's step from
     τ_k, with S_k = {inequality cells with x < τ_k}, is τ_{k+1} = (Σ_free x + Σ_{S_k} x) / (n_free + |S_k|) (the
     root of φ with S_k fixed). Since φ is concave, a step from the left of the root lands on its right (or on it),
     and from the right the iterates decrease monotonically to the root (φ_{S_k} bounds φ from above on
@@ -335,8 +335,8 @@ def _permuted(P):
 
 
 class _Permuted:
-    """The grouped form ``P`` (:class:`ntpbias.geometry.dual_forms.GroupForm`) whose scatter is a permutation of the
-    cells: done as a gather (``index_select``, several times faster than the scatter-add), and no padding to mask in
+    """The grouped form ``P`` (:class:`ntpbias.geometry.solvers.dual_forms.GroupForm`) whose scatter is a permutation of
+    the cells: done as a gather (``index_select``, several times faster than the scatter-add), and no padding to mask in
     the gradient. Everything else is ``P``'s."""
 
     def __init__(self, P, perm: torch.Tensor):
@@ -364,7 +364,7 @@ def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:
 
 def _primal_w(ops: ConstraintOps, Lam: torch.Tensor) -> torch.Tensor:
     """W = E^T Λ H (rows, c) for Λ (p * m,) flat: the first half of ``ConstraintOps.primal`` (without a left factor
-    through Λ's nonzero cells where they are few: :func:`~ntpbias.geometry.face_ops.cells_times_H`)."""
+    through Λ's nonzero cells where they are few: :func:`~ntpbias.geometry.solvers.face_ops.cells_times_H`)."""
     Lam = Lam.view(ops.p, -1)
     if ops.left is not None:
         return (ops.left.T @ Lam) @ ops.H

@@ -15,13 +15,13 @@ exceed out-of-support ones). Two methods:
   miss the tolerance, a dedicated Gordan LP (find such y, μ) recomputes the certificate. Large LPs (from
   :data:`IPM_MIN_ROWS` rows and :data:`IPM_MIN_COLUMNS` columns) are solved by HiGHS's interior-point method with
   crossover, small ones by dual simplex. ``lp_form="cokernel"`` solves the Gordan alternative over the cokernel of
-  H instead (:mod:`ntpbias.geometry.cokernel`: (m - d) V variables, for supports near V and d near m thousands of
-  times smaller), with the same certificates checked the same way; ``lp_form="auto"`` (the default) takes the
-  form with fewer constraint nonzeros. ``lp_form="feasibility"`` is the earlier two-LP path (the feasibility LP
+  H instead (:mod:`ntpbias.geometry.separability.cokernel`: (m - d) V variables, for supports near V and d near m
+  thousands of times smaller), with the same certificates checked the same way; ``lp_form="auto"`` (the default) takes
+  the form with fewer constraint nonzeros. ``lp_form="feasibility"`` is the earlier two-LP path (the feasibility LP
   A_in(W) >= 1, then the Gordan LP on infeasible data), kept as the reference of
   ``benchmarks/bench_separability.py``: it solves two LPs per non-separable verdict.
 * ``"dual"`` (large problems, where the LP's constraint matrix is too big): the matrix-free dual solver of the
-  NTP-SVM (:mod:`ntpbias.geometry.dual`). A certified W^mm is a separating W (cleaned and rescaled as above) and
+  NTP-SVM (:mod:`ntpbias.geometry.solvers.dual`). A certified W^mm is a separating W (cleaned and rescaled as above) and
   is kept for the NTP-SVM; a diverging dual yields normalized multipliers as the Gordan certificate, whose
   residual is reported (it is small but not zero: divergence is detected at a finite iterate).
 """
@@ -35,15 +35,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..data.ntp import NTPData
-from ..errors import SolverError
+from ...data.ntp import NTPData
+from ...errors import SolverError
+from ..constraints import constraints
+from ..linear.subspace import subspace
+from ..margins.program import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
+from ..scaling import in_user_units, normalized
+from ..solvers.dual import DIVERGENCE_TOL, solve_dual
+from ..solvers.lp import highs_linprog
 from .cokernel import cokernel_lp, cokernel_nnz
-from .constraints import constraints
-from .dual import DIVERGENCE_TOL, solve_dual
-from .lp import highs_linprog
-from .scaling import in_user_units, normalized
-from .subspace import subspace
-from .svm import DUAL_CACHE_KEY, KKT_TOL, MarginProgram, SVMResult
 
 #: A separating certificate must have margin >= 1 - CERT_TOL after cleaning; an infeasibility certificate
 #: must have residual ||A_in^T y + A_eq^T μ|| <= CERT_TOL.
@@ -99,7 +99,7 @@ def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "aut
     ``method``: ``"auto"`` (the LP up to :data:`LP_MAX_NNZ` constraint nonzeros, the dual solver beyond),
     ``"lp"`` or ``"dual"``. ``lp_form`` (LP only): ``"auto"`` (the smaller of the next two), ``"margin"`` (one LP
     decides both ways, module docstring), ``"cokernel"`` (the Gordan alternative over the cokernel of H,
-    :mod:`ntpbias.geometry.cokernel`) or ``"feasibility"`` (the earlier two-LP path). ``solver_options``
+    :mod:`ntpbias.geometry.separability.cokernel`) or ``"feasibility"`` (the earlier two-LP path). ``solver_options``
     (``dtype``, ``device``, ``max_iter``, ``warm_start``) go to the dual solver.
 
     Examples
@@ -181,8 +181,8 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
 
 
 def _cokernel_verdict(data: NTPData, cons) -> SeparabilityResult | None:
-    """The verdict of the cokernel LP (:mod:`ntpbias.geometry.cokernel`) with its certificate checked on the
-    original constraints; None when the certificate misses the tolerance (the margin LP then decides)."""
+    """The verdict of the cokernel LP (:mod:`ntpbias.geometry.separability.cokernel`) with its certificate checked on
+    the original constraints; None when the certificate misses the tolerance (the margin LP then decides)."""
     rows = len(cons.ineq) + max(data.m - data.d, 0)
     columns = data.V * max(data.m - data.d, 0)
     algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and columns >= IPM_MIN_COLUMNS else "highs-ds"
@@ -238,7 +238,7 @@ def _dual_verdict(data: NTPData, program: MarginProgram, **options) -> Separabil
     margin = float(program.ineq.apply(W).min())
     if margin <= 0:
         raise SolverError(f"the dual solver stopped after {run.iterations} iterations without deciding separability "
-                          f"(KKT residual {svm.kkt.worst:.1e}); raise max_iter or use the LP (method='lp')")
+                          f"(KKT residual {svm.certificate.worst:.1e}); raise max_iter or use the LP (method='lp')")
     W = W / margin
     eq_res = float(program.eq.apply(W).abs().max()) if program.eq is not None else 0.0
     residual = max(1 - float(program.ineq.apply(W).min()), eq_res, 0.0)
@@ -282,9 +282,9 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, step: int = 1
 
     Separability is monotone in d along nested coordinates (a separating W for d coordinates, padded with zero
     columns, separates with more), so a search suffices: starting at ``guess`` (e.g. the predicted threshold
-    round(δ* m) of :func:`ntpbias.geometry.thresholds.separability_threshold`), steps of ``step``, 2 ``step``,
-    4 ``step``, ... away from it bracket d*, then bisection closes the bracket (:func:`smallest_true_from`). With
-    a guess within g of d* this takes about 2 log2(g) + 2 verdicts, all near d* (the cheap end for small
+    round(δ* m) of :func:`ntpbias.geometry.separability.thresholds.separability_threshold`), steps of ``step``, 2
+    ``step``, 4 ``step``, ... away from it bracket d*, then bisection closes the bracket (:func:`smallest_true_from`).
+    With a guess within g of d* this takes about 2 log2(g) + 2 verdicts, all near d* (the cheap end for small
     thresholds), instead of log2(d) starting at d/2; without a guess it is the bisection on 0..d. d = 0 is not
     separable (all logits vanish); the full d is not assumed separable (it is, almost surely, for Gaussian H with
     d > m: Lemma 1 of paper A assumes "d > m and full-rank H̄"; a square invertible H suffices as well).

@@ -3,8 +3,8 @@
 
 Every distinct context j has its own trainable embedding h_j (row j of H, (m, d)) next to the word embeddings W (V, d);
 the logits are the (V, m) matrix L = W H^T (column j = logits of context j). The objective is the NTP cross-entropy in
-distinct-context form (eq. (2) of paper A, :func:`~ntpbias.geometry.loss.logit_cross_entropy_grad`) plus the ridge
-penalty (λ/2)(||W||² + ||H||²) (docs/ufm.md, convention U-D1).
+distinct-context form (eq. (2) of paper A, :func:`~ntpbias.geometry.linear.loss.logit_cross_entropy_grad`) plus the
+ridge penalty (λ/2)(||W||² + ||H||²) (docs/ufm.md, convention U-D1).
 
 The logit-space objects the theory compares trained models with, all (V, m):
 
@@ -14,7 +14,7 @@ The logit-space objects the theory compares trained models with, all (V, m):
   P_F keeps each context's in-support logits minus their mean, zero elsewhere);
 * the **finite part** L* (:func:`finite_logits`): L*[z, j] = log p̂_{j,z} - mean_{z' in S_j} log p̂_{j,z'} on S_j, 0
   elsewhere, the unique point of F at which the softmax restricted to each support equals p̂_j;
-* the nuclear-norm NTP-SVM L^mm (:mod:`ntpbias.geometry.logit_svm`).
+* the nuclear-norm NTP-SVM L^mm (:mod:`ntpbias.geometry.ufm.logit_svm`).
 
 Shapes: parameters may carry a leading batch dimension B (seeds): W (B, V, d), H (B, m, d), L (B, V, m).
 """
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.ntp import NTPData
-from .loss import logit_cross_entropy_grad
+from ...data.ntp import NTPData
+from ..linear.loss import logit_cross_entropy_grad
 
 #: Singular values below this fraction of the largest count as zero (ranks, polar factors).
 RANK_TOL = 1e-9

@@ -42,7 +42,7 @@ import math
 import numpy as np
 from scipy.special import ndtr, wofz
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 #: Gauss-Legendre nodes per panel of the composite quadratures
 _NODES = 16

@@ -1,7 +1,7 @@
 """The working-set active-face method for max-margin programs: ``MarginProgram.solve(solver="workset")``.
 
-It solves the program (P) of :mod:`ntpbias.geometry.svm`, minimize ½||W||² s.t. A_in(W) >= 1, A_eq(W) = 0, in
-three stages, each cheaper per digit than the one before (docs/paper-a-linear-ntp.md#objects):
+It solves the program (P) of :mod:`ntpbias.geometry.margins.program`, minimize ½||W||² s.t. A_in(W) >= 1, A_eq(W) = 0,
+in three stages, each cheaper per digit than the one before (docs/paper-a-linear-ntp.md#objects):
 
 1. **Working set.** Problems with more than :data:`ALL_ROWS_MAX` inequality rows start from a subset: per group
    of rows sharing their first logit cell (per context, for the NTP-SVM) the :data:`START_PER_GROUP` rows with the
@@ -10,22 +10,22 @@ three stages, each cheaper per digit than the one before (docs/paper-a-linear-nt
    group enter; rows whose multiplier stayed zero for two rounds and whose gap exceeds 1 + :data:`DROP_GAP`
    leave. A restricted problem that proves infeasible proves the full one infeasible (its Gordan multipliers,
    padded with zeros, are valid for every row).
-2. **Accelerated projected gradient with an adaptive step** (:func:`ntpbias.geometry.apg.apg`) on the dual of the
-   working set, in float32 by default, its products between residual checks as float32 anchors plus bfloat16
-   increments where those are faster (:mod:`ntpbias.geometry.lowp`), until its residual reaches
+2. **Accelerated projected gradient with an adaptive step** (:func:`ntpbias.geometry.solvers.apg.apg`) on the dual
+   of the working set, in float32 by default, its products between residual checks as float32 anchors plus bfloat16
+   increments where those are faster (:mod:`ntpbias.geometry.solvers.lowp`), until its residual reaches
    :data:`HANDOVER_TOL`, or stalls at the working precision's floor, or (below 1e-3) the support of λ changes in at
    most :data:`SETTLE_CHANGE` of its rows between two checks. This identifies the active face.
 3. **Face refinement** (a primal-dual active-set method with mixed-precision iterative refinement): with F the
    rows with positive multiplier (plus violated rows, plus every equality row), the face equations A_F(W) = [1; 0]
    at W = A_F^T ν are the Gram system (A_F A_F^T) ν = [1; 0]. Each round computes the residual in float64 on the
    full program (two products; every row's gap, so violated rows join F), solves for the correction by
-   preconditioned conjugate gradients in the working precision (:func:`~ntpbias.geometry.gram.gram_solve`, through
-   the face's cells only where that is cheaper: :mod:`ntpbias.geometry.face_ops`), and
+   preconditioned conjugate gradients in the working precision (:func:`~ntpbias.geometry.solvers.gram.gram_solve`,
+   through the face's cells only where that is cheaper: :mod:`ntpbias.geometry.solvers.face_ops`), and
    clips negative multipliers to zero (their rows leave F). On the right face each round gains the digits the
    correction solve was asked for, so float32 inner solves reach float64 accuracy in two or three rounds.
 
-The caller (:meth:`~ntpbias.geometry.svm.MarginProgram.finish`) recomputes the KKT certificate from (W, λ, μ) in
-float64 on the full program, every row included, so a wrong face or a missed row can never be certified. If
+The caller (:meth:`~ntpbias.geometry.margins.program.MarginProgram.finish`) recomputes the KKT certificate from (W, λ,
+μ) in float64 on the full program, every row included, so a wrong face or a missed row can never be certified. If
 refinement does not reach the tolerance, the method falls back to the accelerated gradient in float64 on the full
 program (to the tolerance itself), then refines again.
 """
@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import SolverError
+from ...errors import SolverError
 from .apg import APGRun, apg
-from .dual import DIVERGENCE_TOL, _warm_duals
+from .dual import DIVERGENCE_TOL, _SolverRun, _warm_duals
 from .face_ops import cells_times_H, face_operator
 from .gram import ConstraintOps, gram_solve
 from .lowp import CHOICES as LOWP_CHOICES
@@ -84,70 +83,46 @@ SETTLED_CHANGE = 1e-3
 TARGET_FACTOR = 0.25
 
 
-@dataclass(frozen=True, eq=False)
-class WorksetSolution:
-    """Outcome of :func:`solve_workset` (multipliers in the program's dtype and device).
-
-    The fields shared with :class:`~ntpbias.geometry.dual.DualSolution` mean the same; ``lipschitz`` is the
-    accelerated stage's last step constant. ``details`` holds: ``working_set`` (rows per round), ``rounds``,
-    ``apg_iterations``, ``pcg_iterations``, ``refine_rounds``, ``face_rows`` (rows with positive multiplier),
-    ``products`` (matrix products of the working precision), ``products_float64``, ``handover_residual``.
-    """
-
-    lam: torch.Tensor
-    mu: torch.Tensor
-    iterations: int
-    converged: bool
-    diverged: bool
-    gordan_residual: float
-    form: str
-    precision: str
-    lipschitz: float
-    seconds: float
-    details: dict = field(default_factory=dict)
-    W: torch.Tensor | None = None  # A_in^T λ + A_eq^T μ at the returned multipliers, when refinement computed it
-
-
 def solve_workset(program, *, tol: float = 1e-6, max_iter: int = WORKSET_MAX_ITER, warm_start=None,
                   dtype: torch.dtype | str | None = None, device=None, form: str = "auto",
                   working_set: str = "auto", check_every: int = 5, increments: str = "auto",
-                  face_products: bool = True) -> WorksetSolution:
+                  face_products: bool = True) -> _SolverRun:
     """Solve the max-margin ``program`` by the working-set active-face method (module doc).
 
     Parameters
     ----------
-    program : MarginProgram
+    program : SolverProgram
         Its dtype (float64 by default) is the precision of the refinement residuals and of the result.
     tol : float
         KKT tolerance the refinement aims at (the caller certifies).
     max_iter : int
         Cap on accelerated-gradient steps.
-    warm_start : SVMResult, DualSolution, WorksetSolution, (λ, μ) or None
+    warm_start : SVMResult, a solver's run or (λ, μ), or None
         Multipliers of the full program to start from.
     dtype : torch.float32 (default) or torch.float64
         Working precision of the accelerated gradient and of the correction solves.
     device : torch device or None
         Where to iterate (default: the program's device).
     form : "auto", "grouped" or "rows"
-        Parametrization of the multipliers in the accelerated stage (:mod:`ntpbias.geometry.dual`).
+        Parametrization of the multipliers in the accelerated stage (:mod:`ntpbias.geometry.solvers.dual`).
     working_set : "auto" or "all"
         "all" solves on every row from the start; "auto" restricts beyond :data:`ALL_ROWS_MAX` rows.
     check_every : int
         Accelerated steps between residual checks.
     increments : "auto", "bfloat16" or "none"
         Between residual checks the accelerated gradient computes its products as a working-precision anchor plus a
-        bfloat16 increment (:mod:`ntpbias.geometry.lowp`); "auto" does so for float32 work where bfloat16
+        bfloat16 increment (:mod:`ntpbias.geometry.solvers.lowp`); "auto" does so for float32 work where bfloat16
         products are measured fast (CPUs with native bfloat16, GPUs).
     face_products : bool
         Let the refinement's conjugate gradients apply the face through its cells only where that is faster
-        (:func:`ntpbias.geometry.face_ops.face_operator`; False: always the dense products).
+        (:func:`ntpbias.geometry.solvers.face_ops.face_operator`; False: always the dense products).
 
     Examples
     --------
     >>> import torch
     >>> from ntpbias.data.ntp import NTPData
     >>> from ntpbias.geometry.constraints import constraints
-    >>> from ntpbias.geometry.svm import MarginProgram
+    >>> from ntpbias.geometry.margins.program import MarginProgram
     >>> cons = constraints(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
     >>> sol = solve_workset(MarginProgram(cons.ineq, cons.eq))
     >>> sol.converged, [round(float(x), 6) for x in sol.lam]
@@ -289,7 +264,7 @@ class _GordanCheck:
     """Whether multipliers of the working-set rows ``rows`` (zero elsewhere) prove the full program infeasible,
     decided in the program's own precision (float64): ||A_in^T λ + A_eq^T μ|| / Σλ plus a bound on its rounding
     error at most ``DIVERGENCE_TOL`` times the largest row norm (the test of
-    :func:`ntpbias.geometry.dual._gordan_ratio`). A float32 screen proposes, this decides."""
+    :func:`ntpbias.geometry.solvers.dual._gordan_ratio`). A float32 screen proposes, this decides."""
 
     def __init__(self, program):
         self.program = program
@@ -330,7 +305,7 @@ class _GordanCheck:
         return self.ratio(*self.full(lam, mu)) <= DIVERGENCE_TOL
 
 
-def _diverged(program, run: APGRun, gordan: _GordanCheck, stats, precision, start) -> WorksetSolution:
+def _diverged(program, run: APGRun, gordan: _GordanCheck, stats, precision, start) -> _SolverRun:
     """The Gordan multipliers of a diverged run, on every row, normalized to Σλ = 1, with their float64 ratio."""
     lam, mu = gordan.full(run.lam, run.mu)
     total = lam.sum()
@@ -412,7 +387,7 @@ def _refine(program, work, lam, mu, tol, stats) -> tuple[bool, torch.Tensor, tor
 
 def _adjoint(program, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
     """A_in^T λ + A_eq^T μ; without left factors as one scatter into the logit cells and one product through the
-    nonzero ones (:func:`~ntpbias.geometry.face_ops.cells_times_H`: the multipliers vanish off the face)."""
+    nonzero ones (:func:`~ntpbias.geometry.solvers.face_ops.cells_times_H`: the multipliers vanish off the face)."""
     ineq, eq = program.ineq, program.eq
     if ineq.left is not None or (eq is not None and eq.left is not None):
         return program._stack(lam, mu)
@@ -425,9 +400,9 @@ def _adjoint(program, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
 
 
 def _residual(W, g, geq, lam) -> float:
-    """The worst of the KKT certificate's residuals (:class:`ntpbias.geometry.svm.KKT`, relative) at W = A^T y,
-    where stationarity and dual feasibility hold by construction: primal violation, complementary slackness over
-    max |λ|, duality gap over max(½||W||², |Σλ - ½||W||²|)."""
+    """The worst of the KKT certificate's residuals (:class:`ntpbias.geometry.margins.result.Certificate`, relative) at
+    W = A^T y, where stationarity and dual feasibility hold by construction: primal violation, complementary slackness
+    over max |λ|, duality gap over max(½||W||², |Σλ - ½||W||²|)."""
     tiny = torch.finfo(W.dtype).tiny
     viol = max(_max0((1 - g).clamp(min=0)), _max0(geq.abs()))
     cs = _max0((lam * (g - 1)).abs()) / max(_max0(lam.abs()), tiny)
@@ -436,10 +411,10 @@ def _residual(W, g, geq, lam) -> float:
     return max(viol, cs, abs(primal - dual) / max(primal, abs(dual), tiny))
 
 
-def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> WorksetSolution:
+def _solution(program, lam, mu, stats, run, precision, start, *, converged, diverged) -> _SolverRun:
     home = program.ineq.H
     W = stats.pop("_W", None)
-    return WorksetSolution(W=W if converged and not diverged else None,
+    return _SolverRun(W=W if converged and not diverged else None,
         lam=lam.to(device=home.device, dtype=home.dtype), mu=mu.to(device=home.device, dtype=home.dtype),
         iterations=stats["apg_iterations"] + stats["pcg_iterations"], converged=converged, diverged=diverged,
         gordan_residual=math.inf if run is None else run.gordan, form="" if run is None else run.form,

@@ -1,7 +1,7 @@
 """Products restricted to a face: the constraint operator of a few rows per context, without the dense logits.
 
-The face refinement of :mod:`ntpbias.geometry.workset` solves (A_F A_F^T) ν = r by conjugate gradients, two products
-per iteration. Through the dense logit matrix each costs V·m·d multiply-adds whatever the face; but an NTP row
+The face refinement of :mod:`ntpbias.geometry.solvers.workset` solves (A_F A_F^T) ν = r by conjugate gradients, two
+products per iteration. Through the dense logit matrix each costs V·m·d multiply-adds whatever the face; but an NTP row
 (a, j) - (b, j) touches two cells of one context's column, and a face holds a few rows per context (on the one-hot
 benchmark sizes 5-8 of V - 1 = 19-99), so only its cells are needed:
 
@@ -25,7 +25,7 @@ import warnings
 
 import torch
 
-from .constraints import LogitGaps
+from ..constraints import LogitGaps
 
 #: The face operator is used when its cells are at most this fraction of the (V, m) logit matrix (measured, one
 #: conjugate-gradient product pair: 2.0x faster than dense at 18% of the cells, 1.4x at 29%).

@@ -1,7 +1,7 @@
 """Matrix-free operators of a program's constraint matrix A (stacked :class:`~ntpbias.geometry.constraints.LogitGaps`
 rows: W -> A W and y -> A^T y through the logit matrix, never a dense A), and linear algebra on the Gram operator
 A A^T: :func:`gram_solve` (preconditioned conjugate gradients, batched) for the subspace F, W* and the active-set
-polish of :meth:`~ntpbias.geometry.svm.MarginProgram.polish`; :func:`min_norm_lstsq` (CGLS) for W* when the
+polish of :meth:`~ntpbias.geometry.margins.program.MarginProgram.polish`; :func:`min_norm_lstsq` (CGLS) for W* when the
 equations are inconsistent.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .constraints import LogitGaps
+from ..constraints import LogitGaps
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +145,7 @@ def gram_solve(A: LogitGaps, rhs: torch.Tensor, *, x0: torch.Tensor | None = Non
     max_iter : int, default 10 R + 100 (capped at 20000).
     precond : callable or None, default :func:`gram_preconditioner`.
     op : object with ``apply`` and ``adjoint`` or None
-        The products to use for A (default: ``A``'s own; e.g. :func:`ntpbias.geometry.face_ops.face_operator`).
+        The products to use for A (default: ``A``'s own; e.g. :func:`ntpbias.geometry.solvers.face_ops.face_operator`).
     true_residual : bool
         Report ||rhs - A A^T ν|| recomputed (two more products); False reports the recursively updated residual.
 
