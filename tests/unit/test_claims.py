@@ -139,3 +139,31 @@ def test_theorem3_gap_agrees_with_a_per_query_loop(tmp_path):
                 gaps.append(min(A[O, q].min() - A[M, q].max(), A[M, q].min() - A[N, q].max()))
         assert gaps, "the Fig. 2 dataset has queries with non-comparable tokens"
         assert series(r.two_stage.stage2, "order_gap")[1][-1] == pytest.approx(min(gaps), abs=1e-9)
+
+
+def test_claims_page_lists_each_sentence_with_its_checks_and_verdicts(tmp_path):
+    """Records collected from a run directory end up under their sentence, with both scales' verdicts; a recorded
+    quote that is no claim of the code makes the page stale (an error, not a silent omission)."""
+    import json
+
+    from ntpbias.report.claims import render, update_records
+
+    quote = CLAIMS["C:lemma5"].quote
+    check = {"name": "fig2: Lemma 5 per position", "kind": "theorem", "verdict": "pass", "measured": 0.0,
+             "threshold": ">= -1e-12", "metric": "smallest φ - 1/L", "quote": quote, "where": "Lemma 5",
+             "premise": "Assumptions 1-3", "premise_met": True}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"command": "ntpbias reproduce transformer",
+                                                  "sections": [{"id": "transformer"}], "checks": [check]}))
+    update_records("quick", [run], docs=tmp_path / "docs")
+    page = render(docs=tmp_path / "docs")
+    section = page.split("### Lemma 5 of paper C (App. C.2)")[1].split("###")[0]
+    assert "| transformer: fig2: Lemma 5 per position | theorem | smallest φ - 1/L | Assumptions 1-3 (met) | " \
+           "**pass** (0) | not run |" in section
+    assert "`ntpbias reproduce transformer`" in page
+    check["quote"] = "a sentence no paper says"
+    (run / "summary.json").write_text(json.dumps({"sections": [{"id": "transformer"}], "checks": [check]}))
+    update_records("quick", [run], docs=tmp_path / "docs")
+    with pytest.raises(ValueError, match="no claim of the code"):
+        render(docs=tmp_path / "docs")
