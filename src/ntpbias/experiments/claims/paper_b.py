@@ -43,11 +43,6 @@ CLAIMS = {
     "lemma45": (
         "Lemma 4.5 of paper B",
         r"we have that $p_\infty = \frac{\hat{p}}{\|\hat{p}\|_2}$ with probability at least $1 - \delta$."),
-    "lemma45-condition": (
-        "text after Lemma 4.5 of paper B (Sec. 4)",
-        r"The sufficient condition of the result above requires the max-margin direction that does not select "
-        r"irrelevant tokens to have a larger margin than any other max-margin solution associated to a different "
-        r"token selection."),
     "lemma45-expect": (
         "text after Lemma 4.5 of paper B (Sec. 4)",
         r"We expect this to be the case e.g. for datasets where all the completely positive/negative tokens have the "
@@ -77,11 +72,4 @@ CLAIMS = {
         "Sec. 5 of paper B (two-layer model)",
         r"We note that, for both IMDB and Yelp data, the model in (17) achieves significantly smaller loss values at "
         r"convergence (of the order of 10^{-5} , in contrast to the order of 10^{-1} achieved by the model in (1))."),
-    "imdb-data": (
-        "Sec. 5 of paper B (IMDB and Yelp datasets)",
-        r"The IMDB dataset¹ consists of 50000 reviews of average length 239 words per review, associated to either a "
-        r"positive or a negative sentiment."),
-    "recipe": (
-        "App. D of paper B",
-        r"We set the number of training epochs to 500, the learning rate to 0.01, and the weight decay to 10^{-8} ."),
 }

@@ -45,16 +45,10 @@ CLAIMS = {
         "footnote 3 of paper C (Thm 2)",
         r"Then Equation (4) implies $\mathcal{L}(\theta^{(t)}) - \mathcal{L}^* \leq \mathcal{L}^* TC_0 "
         r"O(e^{-C_1 t})$ for sufficiently large t, which further implies the linear convergence in t."),
-    "thm2-C1": (
-        "Thm 2 of paper C (Sec. 5.2)",
-        r"where $C_0 = \frac{\eta_0}{4 \|W_{\text{ov}}^*\|^2}$ and $C_1 = \eta/(4L_{\max}\|W_{\text{kq}}^*\|^2)$."),
     "thm2-prediction": (
         "text after Thm 2 of paper C (Sec. 5.2)",
         r"This implies that the trained transformer attends to the optimal token and thus outputs the correct next "
         r"token $n(x_{\ell_*}^{(n)})$ with probability $1 - O(\epsilon_0)$."),
-    "thm2-minimum": (
-        "text after Thm 2 of paper C (Sec. 5.2)",
-        r"Theorem 2 shows that the training loss converges to its minimum value at a linear convergence rate."),
     "lemma5": (
         "Lemma 5 of paper C (App. C.2)",
         r"$$\varphi_{\ell}^{(n,t)} \ge \varphi_{\ell}^{(n,0)} \ge 1/L_{\max}, \quad \forall \ell \in l(n)$$"),
@@ -107,9 +101,4 @@ CLAIMS = {
         "Example 2 of paper C (Sec. 6)",
         r"However, in cases where the input is VP (verb-punctuation), it may be preferable to terminate the sequence "
         r"after the verb, i.e., VPP, as the verb alone can suffice to convey the intended meaning."),
-    "fig2": (
-        "Sec. 7 of paper C (Fig. 2)",
-        r"The last three plots show the dynamics of the training stage 2, which indicates the convergence of "
-        r"$W_{\text{kq}}^{(t)}$ in direction to $\mathcal{L}(\theta^{(t)})$, the convergence of $W_{\text{kq}}^{(t)}$ "
-        r"in direction to W_{kq}^* , and the linear increase of the norm $||W_{\text{kq}}^{(t)}||$."),
 }

@@ -57,7 +57,7 @@ def run_checks(run: str, cfg: LinearConfig, history: History, data: NTPData, ref
     thm = {"premise": premise, "premise_met": met}
     src_lemma2, src_thm2 = "Lemma 2 of paper A", "Thm 2 of paper A"
     out.append(check_at_most(f"{run}: loss gap", f"CE(W_k) - H -> 0 ({name}, k = {history.step})",
-                             max(last["loss_gap"]), 5e-3, src_lemma2, kind="calibrated", **cite("A:lemma2"),
+                             max(last["loss_gap"]), 5e-3, src_lemma2, kind="calibrated", **cite("A:fig4"),
                              metric="CE(W_k) - H at the last step (worst seed)",
                              threshold_source=calibrated("loss_gap", seed), **thm))
     if name == "gd" and not cfg.train.batch_size:
@@ -82,16 +82,16 @@ def run_checks(run: str, cfg: LinearConfig, history: History, data: NTPData, ref
                      metric=f"whether ||W_k|| is non-decreasing over the logged steps k >= {k0} (every seed)",
                      threshold_source="the theorem's trend, checked on the last 90% of the steps", **thm))
     out.append(check_at_most(f"{run}: F-part", "P_F(W_k) -> W* (relative error)", max(last["F_error_rel"]), 0.4,
-                             src_thm2, kind="calibrated", **cite("A:thm2"),
+                             src_thm2, kind="calibrated", **cite("A:fig4"),
                              metric="||P_F(W_k) - W*||/||W*|| at the last step (worst seed)",
                              threshold_source=calibrated("F_error_rel", seed), **thm))
     if ref.W_mm is not None:
         out.append(check_at_least(f"{run}: alignment (corrected)", "cos(W_k - W*, W^mm) -> 1",
-                                  min(last["cos_mm_corrected"]), 0.9, src_thm2, kind="calibrated", **cite("A:thm2"),
+                                  min(last["cos_mm_corrected"]), 0.9, src_thm2, kind="calibrated", **cite("A:fig4"),
                                   metric="cos(W_k - W*, W^mm) at the last step (worst seed)",
                                   threshold_source=calibrated("cos_mm_corrected", seed), **thm))
         out.append(check_at_least(f"{run}: alignment", "cos(W_k, W^mm) -> 1", min(last["cos_mm"]), 0.88, src_thm2,
-                                  kind="calibrated", **cite("A:thm2"),
+                                  kind="calibrated", **cite("A:fig4"),
                                   metric="cos(W_k, W^mm) at the last step (worst seed)",
                                   threshold_source=calibrated("cos_mm", seed), **thm))
         margins = list(history["margin_perp"].T)
