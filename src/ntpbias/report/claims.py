@@ -60,15 +60,19 @@ def update_records(scale: str, run_dirs: list[str | Path], docs: Path = DOCS) ->
     commands = {}
     for run in run_dirs:
         summary = json.loads((Path(run) / "summary.json").read_text(encoding="utf-8"))
-        command = re.sub(r"--out \S+", "--out DIR", summary.get("command", ""))
         for g in {r["group"] for r in collect([run])}:
-            commands[g] = command
+            commands[g] = _command(summary.get("command", ""))
     data = {"runs": {**{g: c for g, c in old["runs"].items() if g not in groups}, **commands},
             "checks": [r for r in old["checks"] if r["group"] not in groups] + new}
     path = records_path(scale, docs)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def _command(command: str) -> str:
+    """A recorded command without its output path (where a run was written is no part of its result)."""
+    return re.sub(r"--out \S+", "--out DIR", command)
 
 
 def _cell(value) -> str:
@@ -119,7 +123,8 @@ def render(docs: Path = DOCS) -> str:
         "paper scale. Kinds and verdicts: [verdicts.md](verdicts.md); a premise not met turns pass/fail into "
         "consistent/inconsistent; `by-construction` and `erratum` checks are never counted as matches.",
         "",
-        "Runs: " + "; ".join(f"{scale} scale: " + (", ".join(f"`{c}`" for c in sorted(set(data["runs"].values())))
+        "Runs: " + "; ".join(f"{scale} scale: " + (", ".join(f"`{c}`" for c in sorted({_command(c) for c in
+                                                                                       data["runs"].values()}))
                                                    or "none recorded") for scale, data in records.items()) + ".",
         "",
     ]
