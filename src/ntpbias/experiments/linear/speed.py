@@ -103,7 +103,8 @@ def speed(datasets: dict[str, dict[str, History]], *, paper_settings: bool) -> t
             step = crossing(runs["adam"], runs["ngd"])
             if not math.isnan(step):
                 findings.append(f"{label}: NGD's cos(W_k, W^mm) overtakes Adam's at step {step:.0f} and stays ahead "
-                                "(Adam is first to every threshold, NGD ahead at the end)")
+                                "to the end of the run (the curves cross: a final value ranks them the other way "
+                                "round from their speed)")
     early = sum(1 for r in rows if r[2] != "graded" and r[3] < r[4])
     findings.append(f"first phase: GD reaches the early levels (cos >= 0.8, F-error <= 0.2) before NGD in {early} of "
                     f"{sum(r[2] != 'graded' for r in rows)} cases (its step is 50 times larger); the caption's "
