@@ -216,7 +216,8 @@ class NTPData:
     def from_samples(cls, context_ids, next_tokens, H, *, V: int | None = None, vocab=None, contexts=None,
                      context_lengths=None, dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
         """Aggregate raw samples (x_i, z_i) into distinct-context form (eq. (2) of paper A;
-        docs/paper-a-linear-ntp.md#setting), vectorized.
+        docs/paper-a-linear-ntp.md#setting), vectorized: ``n π̂_j`` counts the samples with context j and
+        ``n π̂_j p̂_{j,z}`` those followed by z.
 
         Parameters
         ----------
@@ -228,8 +229,16 @@ class NTPData:
             Embedding of each distinct context.
         V : int, optional
             Vocabulary size (default: ``len(vocab)`` or ``max(next_tokens) + 1``).
+        vocab, contexts : sequence of str, optional
+            Names of the tokens and of the contexts.
+        context_lengths : int array (m,), optional
+            Length of each context (autoregressive data).
+        dtype : torch.dtype
+            Floating type of the arrays (float64 by default).
 
-        ``n π̂_j`` counts the samples with context j and ``n π̂_j p̂_{j,z}`` those followed by z.
+        Returns
+        -------
+        NTPData
 
         Examples
         --------

@@ -26,7 +26,42 @@ from .separability.verdict import SeparabilityResult, ntp_separability
 
 @dataclass(frozen=True, eq=False)
 class Analysis:
-    """The theory's objects for one dataset (see :func:`analyze`)."""
+    """The theory's objects for one dataset, as :func:`analyze` computes them (``analysis.json`` is ``to_dict()``).
+
+    Attributes
+    ----------
+    data : NTPData
+        The dataset.
+    dim_F : int
+        Dimension of the data subspace F (eq. (5) of paper A).
+    W_star : Tensor (V, d)
+        The finite component W*: the solution of the log-odds equations (4) inside F (least squares when the data
+        are not compatible).
+    compatibility_residual : float
+        Relative residual of eq. (4) at W*; ``compatible`` is True when it is below the tolerance.
+    compatible : bool
+        NTP_H-compatibility (Def. 1 of paper A).
+    separability : SeparabilityResult
+        NTP-separability (Def. 2) with its certificate either way.
+    svm : SVMResult or None
+        The NTP-SVM W^mm (Def. 3) with its certificate; None when the data are not separable.
+    seconds : dict of str to float
+        Time per stage.
+    notes : list of str
+        Findings in words (not compatible, a solve that missed its tolerance, ...).
+    subspace_method : str
+        How F and W* were computed (``"exact"`` or ``"iterative"``).
+    max_margin : dict of str to SVMResult or None
+        The NTP-SVM in each norm asked for by ``norms=``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> a = analyze(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+    >>> isinstance(a, Analysis), a.dim_F, a.summary()["separable"]
+    (True, 1, True)
+    """
 
     data: NTPData
     dim_F: int
@@ -168,18 +203,35 @@ def max_margin_entry(norm: str, result) -> dict:
 
 def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_method: str = "auto",
             subspace_method: str = "auto", solver_options: dict | None = None, norms: tuple[str, ...] = ()) -> Analysis:
-    """Compute H, F, W*, compatibility, separability and W^mm for ``data``.
+    """Compute the entropy floor, F, W*, compatibility, separability and W^mm of ``data`` (``ntpbias analyze``).
 
-    ``progress``: optional callable receiving a short description of each stage (for a status display).
-    ``solver``: the NTP-SVM backend (``"auto"``, ``"clarabel"``, ``"dual"``, ``"workset"``); ``separability_method``:
-    ``"auto"``, ``"lp"``, ``"dual"`` (:func:`~ntpbias.geometry.separability.verdict.ntp_separability`);
-    ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"``
-    (:class:`~ntpbias.geometry.linear.subspace.DataSubspace`). Small problems get the exact Gram eigendecomposition, the
-    LP and Clarabel; large ones the matrix-free path, where the dual solver's certified W^mm is both the separability
-    certificate and the NTP-SVM solution (solved once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to
-    the dual solver. ``norms``: also solve the NTP-SVM in each of these norms
-    (:func:`~ntpbias.geometry.margins.norm_svm.norm_svm`; "l2" reuses W^mm) into ``max_margin``
-    (docs/optimizers.md, "ntpbias analyze --norms").
+    Small problems get the exact Gram eigendecomposition, the separability LP and cvxpy + Clarabel; large ones the
+    matrix-free path, where the dual solver's certified W^mm is both the separability certificate and the NTP-SVM
+    solution (solved once). Non-separable or non-compatible data are findings, not errors.
+
+    Parameters
+    ----------
+    data : NTPData
+        The dataset (``NTPData.from_arrays``, :func:`~ntpbias.api.from_sequences`, :func:`~ntpbias.api.from_text`).
+    solver : {"auto", "clarabel", "dual", "workset"}
+        The NTP-SVM backend.
+    progress : callable, optional
+        Receives a short description of each stage (for a status display).
+    separability_method : {"auto", "lp", "dual"}
+        How separability is decided (:func:`~ntpbias.geometry.separability.verdict.ntp_separability`).
+    subspace_method : {"auto", "exact", "iterative"}
+        How F and W* are computed (:class:`~ntpbias.geometry.linear.subspace.DataSubspace`).
+    solver_options : dict, optional
+        ``dtype``, ``device``, ``max_iter`` for the dual solver.
+    norms : tuple of str
+        Also solve the NTP-SVM in each of these norms (``"l2"``, ``"linf"``, ``"l1"``, ``"spectral"``,
+        ``"nuclear"``; :func:`~ntpbias.geometry.margins.norm_svm.norm_svm`, "l2" reuses W^mm) into ``max_margin``
+        (docs/optimizers.md, "ntpbias analyze --norms").
+
+    Returns
+    -------
+    Analysis
+        Every object with its certificate; ``to_dict()`` is ``analysis.json``.
 
     Examples
     --------

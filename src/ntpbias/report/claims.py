@@ -120,7 +120,7 @@ def render(docs: Path = DOCS) -> str:
         "we derive or take from the literature beyond the three papers, the sentence of the docs page that states "
         "it. Below, per sentence: where it stands, the checks that grade it, what each measures, its setting (the "
         "premises and whether this run met them), and its verdict with the measured value at quick scale and at "
-        "paper scale. Kinds and verdicts: [verdicts.md](verdicts.md); a premise not met turns pass/fail into "
+        "paper scale. Kinds and verdicts: [checks.md](checks.md); a premise not met turns pass/fail into "
         "consistent/inconsistent; `by-construction` and `erratum` checks are never counted as matches.",
         "",
         "Runs: " + "; ".join(f"{scale} scale: " + (", ".join(f"`{c}`" for c in sorted({_command(c) for c in

@@ -205,10 +205,30 @@ def _admm(data: NTPData, *, tol: float, max_iter: int, check_every: int = 10, dt
 
 def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, max_iter: int = 20_000,
                 device=None) -> SVMResult:
-    """Solve and certify the nuclear-norm NTP-SVM of ``data`` (module docstring). Only the supports matter.
+    """Solve and certify the nuclear-norm NTP-SVM of ``data`` in logit space (docs/ufm.md, U-2 and U-3).
 
-    ``solver``: "auto", "clarabel" (cvxpy SDP) or "admm" (first order; ``max_iter`` iterations at most, ``device``
-    where its SVDs run). A solve that misses ``tol`` is returned with status "inaccurate" and a warning, never silently.
+    L^mm = argmin ||L||_* subject to in-support logits tied and at least 1 above the out-of-support ones; only the
+    supports of ``data`` matter. The certificate (a dual matrix Λ with ||Λ||_op <= 1, the duality gap) is recomputed
+    from the solution, independently of the solver. A solve that misses ``tol`` is returned with status
+    "inaccurate" and a warning, never silently.
+
+    Parameters
+    ----------
+    data : NTPData
+        The dataset (its ``H`` is ignored).
+    solver : {"auto", "clarabel", "admm"}
+        cvxpy + Clarabel (the SDP, up to V + m = 64 with "auto") or ADMM (first order, beyond).
+    tol : float
+        Tolerance of the certificate's relative residuals.
+    max_iter : int
+        ADMM iterations at most.
+    device : str or torch.device, optional
+        Where ADMM's SVDs run.
+
+    Returns
+    -------
+    SVMResult
+        ``L`` (V, m), ``norm`` = ||L^mm||_*, the dual ``Lam``, ``certificate``, ``status``, ``certified``.
 
     Examples
     --------

@@ -141,8 +141,21 @@ class SupportSVD:
 
 
 def support_svd(data: NTPData) -> SupportSVD:
-    """The SVD of S̃ and its polar factor (see :class:`SupportSVD`).
+    """The thin SVD of the centred support matrix S̃ = (I - 11^T/V) S and its polar factor (docs/ufm.md, U-3).
 
+    Parameters
+    ----------
+    data : NTPData
+        The dataset; only its supports matter.
+
+    Returns
+    -------
+    SupportSVD
+        ``S_tilde``, ``U``, ``sigma``, ``Vt``, the polar factor and ``polar_out_max`` (when <= 0, S̃ itself solves
+        the nuclear-norm NTP-SVM).
+
+    Examples
+    --------
     >>> import torch
     >>> data = NTPData.from_arrays(torch.eye(3), [[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]])  # one-hot: simplex ETF
     >>> s = support_svd(data)
