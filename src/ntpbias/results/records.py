@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .._repr import short_repr
+
 #: What a check proves. ``theorem``: a paper's proven statement (a pass proves it holds on this run when
 #: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number or a
 #: statement of a figure the paper states, reproduced (at other settings than the paper's, "consistent"/
@@ -27,6 +29,7 @@ VERDICTS = ("pass", "fail", "consistent", "inconsistent", "by construction", "ho
             "not graded")
 
 
+@short_repr
 @dataclass(frozen=True)
 class Check:
     """One theory check: a claim of a paper, the measured value, the threshold it is held to, and the verdict.
@@ -73,6 +76,10 @@ class Check:
             return ()
         return tuple(k for k in ("quote", "where", "metric") if not getattr(self, k))
 
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the name, the measured value, the threshold and the verdict."""
+        return {"name": self.name, "measured": self.measured, "threshold": self.threshold, "verdict": self.verdict}
+
     @property
     def verdict(self) -> str:
         """One of :data:`VERDICTS`: "pass" / "fail"; "consistent" / "inconsistent" for a theorem or paper number
@@ -92,6 +99,16 @@ class Check:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "verdict": self.verdict}
+
+
+def verdict_counts(checks) -> str:
+    """How many checks have each verdict, in words.
+
+    >>> verdict_counts([Check("a", "", 1.0, "", True), Check("b", "", 0.0, "", False), Check("c", "", 1.0, "", True)])
+    '2 pass, 1 fail'
+    """
+    verdicts = [c.verdict for c in checks]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "none"
 
 
 def tally(checks) -> dict[str, int]:
@@ -185,6 +202,7 @@ class Table:
     rows: tuple[tuple, ...]
 
 
+@short_repr
 @dataclass
 class Section:
     """Everything one experiment group contributes to a report."""
@@ -199,6 +217,11 @@ class Section:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     plots: list[FigureSpec] = field(default_factory=list)
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the id, the title, the checks' verdicts and the figures."""
+        return {"id": self.id, "title": self.title, "checks": verdict_counts(self.checks),
+                "figures": len(self.figures) + len(self.plots)}
 
     @property
     def passed(self) -> bool:

@@ -27,6 +27,7 @@ import math
 from dataclasses import replace
 
 from ..._tensor import resolve_device
+from ...data.reviews import read_yelp_jsonl
 from ...data.text import PreprocessConfig
 from ...io import ensure_dir, write_text
 from ...results import RunResult, Table
@@ -189,5 +190,13 @@ def run_group(ctx: RunContext) -> RunResult:
     return result
 
 
+def read_yelp(ctx: RunContext) -> None:
+    """The door check of ``--yelp``: the user's file read through with the selection the group uses (UTF-8, JSON
+    lines, star ratings, at least one eligible review), before any group of the run starts."""
+    if ctx.yelp:
+        read_yelp_jsonl(ctx.yelp, scaled(IMDB_ONE_LAYER, ctx.scale).data.yelp)
+
+
 register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group,
-                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), regrade=regrade))
+                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), read_inputs=read_yelp,
+                     regrade=regrade))
