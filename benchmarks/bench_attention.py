@@ -31,8 +31,7 @@ from pathlib import Path
 import torch
 from _common import print_table
 
-from ntpbias.experiments.attention.config import FIG2
-from ntpbias.experiments.attention.imdb import IMDB_ONE_LAYER
+from ntpbias.experiments.attention.config import FIG2, IMDB_ONE_LAYER
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer
 from ntpbias.training.optimizers import Optimizer
 

@@ -12,9 +12,10 @@ import torch
 from _common import print_table, timed
 
 from ntpbias.data.synthetic import random_ntp
+from ntpbias.training.config import OptimizerConfig, TrainConfig
 from ntpbias.training.linear import LinearNTPProblem
-from ntpbias.training.loop import TrainConfig, Trainer
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.loop import Trainer
+from ntpbias.training.optimizers import Optimizer
 
 
 def ntpbias_gd(data, ref, steps: int, seeds: int, log_points: int = 60):

@@ -14,8 +14,9 @@ The Python API (``import ntpbias as nb``; see the README's "Python API" section)
 The layers of the package are listed in the README's "Development" section (each imports only the ones below it).
 """
 
-from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+
+from ._lazy import lazy_exports
 
 try:
     __version__ = version("ntpbias")
@@ -34,12 +35,7 @@ _API = {
 }
 
 __all__ = ["__version__", *_API]
-
-
-def __getattr__(name: str):
-    if name in _API:
-        return getattr(import_module(_API[name]), name)
-    raise AttributeError(f"module 'ntpbias' has no attribute {name!r}")
+__getattr__, _ = lazy_exports(__name__, _API)
 
 
 def __dir__() -> list[str]:

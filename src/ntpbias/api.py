@@ -25,15 +25,8 @@ from typing import Any
 
 from .config import apply_overrides
 from .errors import DataError
-from .experiments import GROUPS, TRAINERS
-from .experiments.base import (
-    RunContext,
-    get_preset,
-    load_run_config,
-    preflight,
-    raise_if_failed,
-    resolve_ids,
-)
+from .experiments.base import RunContext, preflight, raise_if_failed
+from .experiments.catalog import EXPERIMENTS, GROUPS, get_experiment, get_preset, load_run_config, resolve_ids
 from .io import ensure_dir, input_file, write_json
 from .report import draw, render
 from .results import Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
@@ -91,7 +84,7 @@ def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
     preflight(cfg)
     check_outputs(ctx.out)
     with _no_empty_leftovers(ctx.out):
-        result = TRAINERS[cfg.experiment][1](cfg, ctx)
+        result = get_experiment(cfg.experiment).train(cfg, ctx)
     save_run(ctx.out, result, command=command)
     return result
 
@@ -131,7 +124,7 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
             group_dir = out if len(chosen) == 1 else out / gid
             say(f"[bold]{GROUPS[gid].title}[/]")
             with _no_empty_leftovers(group_dir):
-                result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
+                result = GROUPS[gid](replace(ctx, out=group_dir, figures=figures))
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
     if len(chosen) > 1:
@@ -175,7 +168,8 @@ def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str
     """Autoregressive NTP data of real text (a file, a folder of .txt/.md files, or ``"shakespeare"``), as
     ``ntpbias corpus --export`` builds it; ``settings`` are the other fields of
     :class:`~ntpbias.data.corpus.CorpusConfig` (``tokenizer``, ``max_tokens``, ``max_vocab``, ``stride``, ...)."""
-    from .data.corpus import CorpusConfig, export_ntp_data, tokenize_corpus
+    from .data.config import CorpusConfig
+    from .data.corpus import export_ntp_data, tokenize_corpus
 
     config = CorpusConfig(max_context=max_context, **settings)
     return export_ntp_data(tokenize_corpus(source, config), config, embedding)
@@ -224,6 +218,6 @@ def load_run(path: str | Path) -> Run:
     fields = {f.name for f in dataclasses.fields(Check)}
     checks = [Check(**{k: v for k, v in c.items() if k in fields}) for c in summary.get("checks", [])]
     config = summary.get("config")
-    if isinstance(config, dict) and config.get("experiment") in TRAINERS:
+    if isinstance(config, dict) and config.get("experiment") in EXPERIMENTS:
         config = load_run_config(path / "config.toml")
     return Run(out=path, config=config, histories=histories, checks=checks, summary=summary)

@@ -15,8 +15,8 @@ from ntpbias.data.sentences import example1, example2_inputs
 from ntpbias.experiments import transformer as ex
 from ntpbias.geometry import transformer as th
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
-from ntpbias.training.loop import TrainConfig
-from ntpbias.training.transformer import Stage2Problem, TransformerTask, paper_step_sizes, train_two_stage
+from ntpbias.training.config import TrainConfig, paper_step_sizes
+from ntpbias.training.transformer import Stage2Problem, TransformerTask, train_two_stage
 
 EVERY_STEP = TrainConfig(steps=900, log_points=0, log_every=1)
 

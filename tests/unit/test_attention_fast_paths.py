@@ -12,8 +12,9 @@ from ntpbias.data.tokens import TokenSequences
 from ntpbias.geometry.attention import loss_and_gradients
 from ntpbias.models.attention import OneLayerAttention, logistic_loss, one_layer_loss_and_grads, theory_init
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer, length_groups
-from ntpbias.training.loop import TrainConfig, Trainer
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.config import OptimizerConfig, TrainConfig
+from ntpbias.training.loop import Trainer
+from ntpbias.training.optimizers import Optimizer
 
 ADAMW = OptimizerConfig(name="adamw", lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-3)
 
@@ -168,14 +169,14 @@ def test_gradient_choice_is_checked():
 
 
 def test_model_17_at_paper_scale_on_a_cpu_is_the_documented_reduced_setting_and_its_checks_say_so():
+    from ntpbias.experiments.attention.config import IMDB_TWO_LAYER
+    from ntpbias.experiments.attention.config import real_text_scaled as scaled
     from ntpbias.experiments.attention.imdb import (
-        IMDB_TWO_LAYER,
         TWO_LAYER_CPU,
         _loss_order_checks,
         _loss_row,
         cpu_reduced,
         reduced_note,
-        scaled,
     )
 
     paper = scaled(IMDB_TWO_LAYER, "paper")

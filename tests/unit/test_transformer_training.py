@@ -15,8 +15,8 @@ from ntpbias.experiments import transformer as ex
 from ntpbias.geometry import transformer as th
 from ntpbias.metrics import DEFINITIONS
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
-from ntpbias.training.loop import TrainConfig
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.config import OptimizerConfig, TrainConfig
+from ntpbias.training.optimizers import Optimizer
 from ntpbias.training.transformer import (
     JointProblem,
     Stage1Problem,

@@ -29,8 +29,7 @@ from .._tensor import DEFAULT_DTYPE, as_tensor
 from ..data.sentences import NTPSamples
 from ..errors import ConfigError, DataError
 from ..limits import check_memory, nbytes
-
-EMBEDDINGS = ("onehot", "orthonormal", "unit")
+from .config import EMBEDDINGS
 
 
 def token_embeddings(V: int, *, kind: str = "onehot", d: int | None = None, seed: int = 0,

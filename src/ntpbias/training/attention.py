@@ -40,11 +40,13 @@ from ..models.attention import (
     one_layer_loss_and_grads,
     readout_terms,
 )
+from ..models.config import ATTENTION_MODELS
 from ..stats import pearson
-from .loop import History, TrainConfig, Trainer
-from .optimizers import Optimizer, OptimizerConfig
+from .config import OptimizerConfig, TrainConfig
+from .loop import History, Trainer
+from .optimizers import Optimizer
 
-MODELS = {"one_layer": OneLayerAttention, "two_layer": TwoLayerAttention}
+MODELS = dict(zip(ATTENTION_MODELS, (OneLayerAttention, TwoLayerAttention), strict=True))
 
 
 # ---------------------------------------------------------------------------------------------------------------

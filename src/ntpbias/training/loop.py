@@ -15,16 +15,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import torch
 
-from ..config import Config, setting
 from ..errors import ConfigError, DataError
 from ..io import atomic_path
+from .config import TrainConfig
 from .history import History
 from .optimizers import Optimizer
 
@@ -44,17 +43,6 @@ class Problem(Protocol):
 
     def metrics(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Logged quantities, each (B,)."""
-
-
-@dataclass(frozen=True)
-class TrainConfig(Config):
-    """Loop settings (the ``[train]`` table of every training config)."""
-
-    steps: int = setting(10_000, "number of optimizer steps", ge=1)
-    log_points: int = setting(60, "log-spaced logging steps in 1..steps (step 0 and the last step always log)", ge=0)
-    log_every: int = setting(0, "if > 0, also log every log_every steps", ge=0)
-    checkpoint_every: int = setting(0, "if > 0, checkpoint every that many steps (one is always written at the end)",
-                                    ge=0)
 
 
 def log_steps(config: TrainConfig) -> np.ndarray:

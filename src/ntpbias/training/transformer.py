@@ -8,8 +8,9 @@ Algorithm 1 (Sec. 4.2; docs/paper-c-transformer.md#objects), from W_ov^(0) = 0 a
   eq. (1) over all of D_0 with W_ov frozen at its stage-1 value (:class:`Stage2Problem`).
 
 Both stages are normalized GD with the Frobenius norm (``OptimizerConfig(name="ngd", normalize="grad")``); the
-paper's step sizes are η₀ = 0.2/√d and η = 0.05/√d (:func:`paper_step_sizes`). :class:`JointProblem` trains
-(W_ov, W_kq) together on eq. (1) with NGD normalized by the joint gradient norm (an ablation; not in the paper).
+paper's step sizes are η₀ = 0.2/√d and η = 0.05/√d (:func:`~ntpbias.training.config.paper_step_sizes`).
+:class:`JointProblem` trains (W_ov, W_kq) together on eq. (1) with NGD normalized by the joint gradient norm (an
+ablation; not in the paper).
 
 Parameters are batched over runs (dim 0) as the :class:`~ntpbias.training.loop.Trainer` requires; all runs of a
 problem share one dataset and embedding (different datasets need different problems). A zero gradient leaves
@@ -43,15 +44,6 @@ from ..models.transformer import (
 from .init import lecun
 from .loop import History, TrainConfig, Trainer
 from .optimizers import Optimizer, OptimizerConfig
-
-
-def paper_step_sizes(d: int) -> tuple[float, float]:
-    """(η₀, η) = (0.2/√d, 0.05/√d), the step sizes of Sec. 7.
-
-    >>> [round(v, 7) for v in paper_step_sizes(20)]
-    [0.0447214, 0.0111803]
-    """
-    return 0.2 / math.sqrt(d), 0.05 / math.sqrt(d)
 
 
 # ---------------------------------------------------------------------------------------------- the task

@@ -25,8 +25,9 @@ from ...training.attention import (
     classifier_optimizer,
     stage_two_optimizer,
 )
+from ...training.config import TrainConfig
 from ...training.history import History
-from ...training.loop import TrainConfig, Trainer
+from ...training.loop import Trainer
 from ...training.optimizers import Optimizer
 from ..base import RunContext
 from .config import AttentionConfig, Lemma41Config, StageTwoConfig
