@@ -15,14 +15,13 @@ from ntpbias.experiments import transformer as ex
 from ntpbias.geometry import transformer as th
 from ntpbias.metrics import DEFINITIONS
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
-from ntpbias.training.config import OptimizerConfig, TrainConfig
+from ntpbias.training.config import OptimizerConfig, TrainConfig, paper_step_sizes
 from ntpbias.training.optimizers import Optimizer
 from ntpbias.training.transformer import (
     JointProblem,
     Stage1Problem,
     Stage2Problem,
     TransformerTask,
-    paper_step_sizes,
     predict,
     train_two_stage,
 )
