@@ -119,7 +119,7 @@ class Trainer:
             "params": {k: v.detach().cpu() for k, v in params.items()},
             "optimizer": _to_cpu(self.optimizer.state_dict()),
             "generators": [g.get_state() for g in generators],
-            "log": [(s, {k: torch.from_numpy(v) for k, v in values.items()}) for s, values in _on_host(log)],
+            "log": _log_columns(log),
             "monotonicity": _to_cpu(self._monotonicity),
         }
         with atomic_path(self.checkpoint_path) as tmp:
@@ -162,8 +162,7 @@ class Trainer:
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
             state = self._load(template)
             start_step = int(state["step"])
-            log = [(int(s), tuple(values), torch.stack(list(values.values())) if values else
-                    torch.zeros(0, dtype=torch.float64)) for s, values in state["log"]]
+            log = _log_entries(state["log"])
             params = {k: state["params"][k].to(device=v.device, dtype=v.dtype) for k, v in template.items()}
             self.optimizer.load_state_dict(_to_device(state["optimizer"], next(iter(params.values())).device))
             for g, s in zip(generators, state["generators"], strict=True):
@@ -259,6 +258,27 @@ class Trainer:
         log.append((step, tuple(metrics), values))
         if self.on_log is not None:
             self.on_log(step, metrics)
+
+
+def _log_columns(log: list) -> dict:
+    """The log as a checkpoint stores it: the steps, the metric names and one (steps, metrics, B) float64 tensor
+    (NaN where a step did not log a metric), a few tensors whatever the number of logged steps."""
+    names = list(dict.fromkeys(k for _, keys, _ in log for k in keys))
+    runs = next((v.shape[-1] for _, keys, v in log if keys), 0)
+    values = torch.full((len(log), len(names), runs), math.nan, dtype=torch.float64)
+    for i, (_, keys, v) in enumerate(log):
+        if keys:
+            values[i, [names.index(k) for k in keys]] = v.cpu()
+    return {"steps": torch.tensor([s for s, _, _ in log], dtype=torch.int64), "names": names, "values": values}
+
+
+def _log_entries(saved) -> list:
+    """The log entries of a checkpoint's log (:func:`_log_columns`; also the per-step list of earlier versions)."""
+    if isinstance(saved, list):
+        return [(int(s), tuple(v), torch.stack(list(v.values())) if v else torch.zeros(0, dtype=torch.float64))
+                for s, v in saved]
+    names = tuple(saved["names"])
+    return [(int(s), names, v) for s, v in zip(saved["steps"].tolist(), saved["values"], strict=True)]
 
 
 def _on_host(log: list) -> list[tuple[int, dict[str, np.ndarray]]]:

@@ -223,7 +223,9 @@ class _ModelMetrics:
     def __init__(self, task: TransformerTask):
         self.task = task
         self.optimal = task.structure.optimal.to(task.E.device)
-        self.relations = task.structure.relations.to(task.E.device)
+        rel = task.structure.relations.to(task.E.device)  # (R, 3): query q, optimal token u, other token u'
+        V = task.V  # margins of W_kq: A[u, q] - A[u', q] with A = E^T W_kq E, gathered from A flattened (V * V)
+        self.relations = (rel[:, 1] * V + rel[:, 0], rel[:, 2] * V + rel[:, 0]) if rel.shape[0] else None
         self.star = _Reference(None if task.W_kq_star is None else task.W_kq_star.W, task.E)
 
     def __call__(self, W_kq: torch.Tensor, loss: torch.Tensor, g_kq: torch.Tensor, phi: torch.Tensor,
@@ -244,10 +246,10 @@ class _ModelMetrics:
         if self.star.W is not None:
             out["cos_kq"] = _cos_or_nan(W_kq, self.star.W, norm, self.star.norm)
             out["cos_grad_kq_star"] = cosine(g_kq, self.star.W, norm_A=grad_norm, norm_B=self.star.norm)
-        rel = self.relations
-        if rel.shape[0]:
-            A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q
-            out["margin_kq"] = (A[:, rel[:, 1], rel[:, 0]] - A[:, rel[:, 2], rel[:, 0]]).amin(1)
+        if self.relations is not None:
+            A = token_basis(W_kq, task.E).flatten(1)  # (B, V * V): A[u, q] = x_u^T W_kq x_q at u * V + q
+            opt, other = self.relations
+            out["margin_kq"] = (A.index_select(1, opt) - A.index_select(1, other)).amin(1)
         return out
 
 
