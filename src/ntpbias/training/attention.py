@@ -39,6 +39,7 @@ from ..models.attention import (
     TwoLayerAttention,
     one_layer_loss_and_grads,
     readout_terms,
+    two_layer_output,
 )
 from ..models.config import ATTENTION_MODELS
 from ..stats import pearson
@@ -223,6 +224,9 @@ class EmbeddingScores:
 
 #: gradient paths of :class:`ClassifierProblem`: "closed_form" (model (1) only) and "autograd"
 GRADIENTS = ("auto", "closed_form", "autograd")
+#: model (17)'s fixed cost of one length group in the units of :func:`length_groups` (measured on one CPU core: the
+#: launches of one forward and backward cost about as much as this many positions x width of attention)
+GROUP_OVERHEAD = 4096.0
 
 
 def length_groups(extent: torch.Tensor, *, overhead: float = 4096.0, linear: float = 64.0) -> list[torch.Tensor]:
@@ -281,7 +285,15 @@ class ClassifierProblem:
     group_lengths : bool
         Autograd path: split each minibatch into groups of similar length (:func:`length_groups`), each padded only to
         its own longest sequence (default True; the loss and gradient are the same sums, in another order). The
-        whole-data metrics are evaluated on length-sorted chunks either way.
+        whole-data metrics are evaluated on length-sorted chunks either way. A group without padding is computed
+        without a mask.
+    mixed_precision : bool
+        Model (17): the first layer's two T x T attention products in bfloat16 (autocast; everything else in
+        ``dtype``: :func:`~ntpbias.models.attention.first_layer`).
+
+    Model (17)'s autograd gradient is taken with respect to each group's embedded sequences E_X (n_g, T_g, d) and
+    added into one (|S|, d) buffer per step by an ``index_add_``: the backward never forms a dense (|S|, d) gradient
+    per group, and the steps stay on the device (no host synchronisation).
 
     Parameters of run b are those of ``MODELS[model](|S|, d, seed=seeds[b])`` (the theory initialisation:
     E_s, p ~ N(0, I/d), v uniform on the sphere). Metrics: ``loss`` and ``class_accuracy`` on the whole data,
@@ -291,7 +303,8 @@ class ClassifierProblem:
 
     def __init__(self, ds: TokenSequences, *, model: str = "one_layer", d: int = 2048, train_v: bool = False,
                  layer_norm_affine: bool = True, batch_size: int = 128, dtype: torch.dtype = DEFAULT_DTYPE,
-                 device=None, chunk: int = 512, gradient: str = "auto", group_lengths: bool = True):
+                 device=None, chunk: int = 512, gradient: str = "auto", group_lengths: bool = True,
+                 mixed_precision: bool = False):
         if model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
         if batch_size < 0 or d < 1 or chunk < 1:
@@ -301,7 +314,10 @@ class ClassifierProblem:
         if gradient == "closed_form" and model != "one_layer":
             raise ValueError("the closed-form gradient exists for the one-layer model (1) only; use "
                              "gradient='autograd' for the two-layer model")
+        if mixed_precision and (model != "two_layer" or dtype != torch.float32):
+            raise ValueError("mixed_precision applies to the two-layer model (17) in float32 only")
         self.gradient = ("closed_form" if model == "one_layer" else "autograd") if gradient == "auto" else gradient
+        self.mixed_precision = mixed_precision
         self.group_lengths = group_lengths
         self.device = torch.device("cpu") if device is None else torch.device(device)
         cpu_mask = ds.mask.cpu()
@@ -323,9 +339,9 @@ class ClassifierProblem:
         self._perm_key, self._perms, self._plans = None, [], []
         self._grad_E: torch.Tensor | None = None
         self.chunk_elements = 2 ** 26  # model (17)'s metrics: ~0.5 GB per float64 (m, W, d) tensor
-        # fixed cost of one length group in the units of length_groups (each group's backward forms a dense
-        # (|S|, d) gradient of E, about as costly as a few hundred sequence positions of attention per token)
-        self.group_overhead = 8.0 * ds.num_tokens
+        # fixed cost of one length group in the units of length_groups (sequence positions x width): model (17)'s
+        # groups add their (n_g, T_g, d) gradient into one buffer, so a group costs its launches and no dense pass
+        self.group_overhead = GROUP_OVERHEAD if model == "two_layer" else 8.0 * ds.num_tokens
 
     def _build(self, seed: int):
         kwargs = {"layer_norm_affine": self.layer_norm_affine} if self.model == "two_layer" else {}
@@ -358,8 +374,9 @@ class ClassifierProblem:
             self._perm_key = key
         return k
 
-    def _plan(self, perm: torch.Tensor) -> tuple[torch.Tensor, list[list[tuple[int, int, int]]]]:
-        """(visiting order (n,) on the device, per batch its groups as (start, stop, width)) for one permutation."""
+    def _plan(self, perm: torch.Tensor) -> tuple[torch.Tensor, list[list[tuple[int, int, int, bool]]]]:
+        """(visiting order (n,) on the device, per batch its groups as (start, stop, width, padded)) for one
+        permutation."""
         order, groups, at = [], [], 0
         for start in range(0, self.ds.n, self.batch_size):  # loop over the epoch's batches, once per epoch
             idx = perm[start:start + self.batch_size]
@@ -369,7 +386,8 @@ class ClassifierProblem:
             batch = []
             for pos in parts:
                 order.append(idx[pos])
-                batch.append((at, at + len(pos), int(ext[pos].max())))
+                width = int(ext[pos].max())
+                batch.append((at, at + len(pos), width, bool((ext[pos] < width).any())))
                 at += len(pos)
             groups.append(batch)
         return torch.cat(order).to(self.device), groups
@@ -384,9 +402,14 @@ class ClassifierProblem:
         return self.ds.X[:, :width][idx], self.ds.mask[:, :width][idx], self.ds.y[idx].to(self.dtype)
 
     def _groups(self, b: int, k: int):
-        """Run b's batch k as (X, mask, y) per length group (one group unless the autograd path groups lengths)."""
+        """Run b's batch k as (X, mask, y) per length group (one group unless the autograd path groups lengths); the
+        mask is None where no sequence of the group is padded."""
         order, groups = self._plans[b]
-        return [self._batch(order[lo:hi], width) for lo, hi, width in groups[k]]
+        out = []
+        for lo, hi, width, padded in groups[k]:
+            X, mask, y = self._batch(order[lo:hi], width)
+            out.append((X, mask if padded else None, y))
+        return out
 
     def _v(self, params, b: int) -> torch.Tensor:
         return params["v"][b] if "v" in params else self._fixed["v"][b]
@@ -395,6 +418,8 @@ class ClassifierProblem:
         k = self._epoch(step, generators)
         if self.gradient == "closed_form":
             return self._closed_form(params, k)
+        if self.model == "two_layer":
+            return self._embedded(params, k)
         losses, grads = [], {name: [] for name in params}
         for b in range(len(self._plans)):  # loop over runs (one module call each)
             leaves = {name: v[b].detach().requires_grad_(True) for name, v in params.items()}
@@ -411,6 +436,38 @@ class ClassifierProblem:
             for name, g in zip(leaves, acc, strict=True):
                 grads[name].append(g)
         return torch.stack(losses), {name: torch.stack(v) for name, v in grads.items()}
+
+    def _embedded(self, params, k: int):
+        """Model (17) by autograd with respect to each group's embedded sequences E_X, added into the reused gradient
+        buffer of E (see the class doc); the other parameters' gradients are summed over the groups."""
+        E = params["E"]
+        if self._grad_E is None or self._grad_E.shape != E.shape or self._grad_E.dtype != E.dtype:
+            self._grad_E = torch.empty_like(E)
+        norm = self._module.norm
+        others = [name for name in params if name != "E"]
+        losses, grads = [], {name: [] for name in others}
+        for b in range(len(self._plans)):  # loop over runs: each has its own minibatch
+            leaves = {name: params[name][b].detach().requires_grad_(True) for name in others}
+            weight, bias = leaves.get("norm.weight", norm.weight), leaves.get("norm.bias", norm.bias)
+            v = leaves.get("v", self._v(params, b))
+            grad_E = self._grad_E[b].zero_()
+            parts = self._groups(b, k)
+            n = sum(len(y) for _, _, y in parts)
+            total, acc = 0.0, None
+            for X, mask, y in parts:  # loop over the length groups of the batch: the loss is a sum over sequences
+                EX = E[b][X].requires_grad_(True)  # (n_g, T_g, d): a leaf
+                with torch.enable_grad():
+                    f = two_layer_output(EX, mask, leaves["p"], v, weight, bias, norm.eps,
+                                         low_precision=self.mixed_precision)
+                    part = nn.functional.softplus(-y * f).sum() / n
+                    g_EX, *gs = torch.autograd.grad(part, [EX, *leaves.values()])
+                grad_E.index_add_(0, X.reshape(-1), g_EX.reshape(-1, E.shape[-1]))
+                total = total + part.detach()
+                acc = gs if acc is None else [a + g for a, g in zip(acc, gs, strict=True)]
+            losses.append(total)
+            for name, g in zip(others, acc, strict=True):
+                grads[name].append(g)
+        return torch.stack(losses), {"E": self._grad_E, **{name: torch.stack(v) for name, v in grads.items()}}
 
     def _closed_form(self, params, k: int):
         """Model (1): loss and gradients by :func:`one_layer_loss_and_grads`; ∇_E is written into a buffer that is

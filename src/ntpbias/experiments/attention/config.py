@@ -38,6 +38,9 @@ class AttentionTrainConfig(TrainConfig):
     decay_epochs: tuple[int, ...] = setting((100, 200), "epochs at which the learning rate is multiplied by "
                                             "optimizer.lr_decay (paper: 100, 200)", ge=1)
     log_points: int = setting(30, "log-spaced logging steps (metrics on the whole data)", ge=0)
+    mixed_precision: bool = setting(False, "model (17), float32: the first layer's T x T attention products in "
+                                    "bfloat16 (autocast), everything else in float32; for GPUs (on CPUs without fast "
+                                    "bfloat16 it is slower); docs/paper-b-attention.md#algorithms")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class AttentionConfig(RunConfig):
         if self.optimizer.milestones:
             raise ValueError("set the learning-rate decay with train.decay_epochs (in epochs), not "
                              "optimizer.milestones")
+        if self.train.mixed_precision and (self.model.kind != "two_layer" or self.dtype != "float32"):
+            raise ValueError("train.mixed_precision applies to the two-layer model (17) in float32: set "
+                             "model.kind = \"two_layer\" and dtype = \"float32\", or leave it false")
 
     def footprint(self, shapes: tuple[int, int, int] | None = None) -> dict[str, int]:
         """Memory by part (see :func:`~ntpbias.experiments.base.preflight`): the seeds' parameters with their
