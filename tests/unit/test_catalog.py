@@ -40,3 +40,15 @@ def test_dtype_names_agree_with_torch():
     from ntpbias._tensor import DTYPES
 
     assert {name: dtype.itemsize for name, dtype in DTYPES.items()} == DTYPE_BYTES
+
+
+@pytest.mark.parametrize("package", ["ntpbias", "ntpbias.data", "ntpbias.geometry", "ntpbias.experiments.linear",
+                                     "ntpbias.experiments.separability", "ntpbias.experiments.optimizers",
+                                     "ntpbias.experiments.ufm", "ntpbias.experiments.attention",
+                                     "ntpbias.experiments.transformer"])
+def test_every_lazily_exported_name_resolves(package):
+    from importlib import import_module
+
+    module = import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name

@@ -42,7 +42,7 @@ def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -
 @dataclass(frozen=True)
 class KLevelLaw(Config):
     """The K-level token law of eqs. (14)-(15) with the corrected opposite-polarity case
-    (docs/paper-b-attention.md#setting, §9.1).
+    (docs/paper-b-attention.md#setting and #errata).
 
     Given the label y, each of the T tokens of a sequence is drawn i.i.d. from
 
@@ -147,7 +147,8 @@ class KLevelLaw(Config):
 
 @dataclass(frozen=True)
 class PreprocessConfig(Config):
-    """The paper's preprocessing pipeline (§5.3); see the module docstring for what each stage does."""
+    """The paper's preprocessing pipeline (Sec. 5 of paper B; docs/paper-b-attention.md#decisions, B-D9); see
+    :mod:`ntpbias.data.text` for what each stage does."""
 
     strip_html: bool = setting(True, "remove HTML tags")
     lowercase: bool = setting(True, "lower-case the text")
@@ -180,7 +181,8 @@ class PreprocessConfig(Config):
 
 @dataclass(frozen=True)
 class YelpConfig(Config):
-    """Selection of Yelp reviews (§5.4): length window, seeded subsample, optional class balance."""
+    """Selection of Yelp reviews (Sec. 5 of paper B; docs/paper-b-attention.md#decisions, B-D10): length window, seeded
+    subsample, optional class balance."""
 
     min_chars: int = setting(1000, "keep reviews with at least this many characters (raw text)", ge=0)
     max_chars: int = setting(1500, "keep reviews with at most this many characters (raw text)", ge=0)

@@ -156,7 +156,7 @@ def _yelp_label(stars, where: str) -> int:
 
 def read_yelp_jsonl(path: str | os.PathLike, config: YelpConfig = YelpConfig(), *,
                     strict: bool = False) -> LabelledTexts:
-    """Stream Yelp reviews (JSON lines with ``text`` and ``stars``) into a labelled, subsampled set (§5.4).
+    """Stream Yelp reviews (JSON lines with ``text`` and ``stars``) into a labelled, subsampled set (B-D10).
 
     One pass, memory O(``config.size``): reviews of ``min_chars..max_chars`` characters with 1-2 stars
     (label -1) or 4-5 stars (+1) are eligible; a seeded reservoir sample (Algorithm R) keeps ``size`` of them

@@ -28,7 +28,7 @@ from ..._lazy import lazy_exports
 #: public name -> the module that defines it (imported on first use: importing the package or its config imports
 #: no torch)
 _EXPORTS = {
-    **dict.fromkeys(("KIND_NC", "KIND_OPT", "UnseenInputs", "theorem3_inputs"), "ntpbias.geometry.transformer"),
+    **dict.fromkeys(("KIND_NC", "KIND_OPT", "UnseenInputs", "theorem3_inputs"), "ntpbias.geometry.transformer.optimum"),
     **dict.fromkeys(("EXAMPLE1_COS", "EXAMPLE1_NORM_900", "example1_checks", "theory_checks"), ".checks"),
     **dict.fromkeys(("ALGORITHMS", "DATA_SOURCES", "EXAMPLE1", "FIG2", "FIG2_SAMPLES", "JOINT", "StageConfig",
                      "TransformerConfig", "TransformerDataConfig", "TransformerModelConfig", "TransformerTrainConfig",
