@@ -14,8 +14,8 @@ Sections (each prints a Markdown table):
 * ``two``: model (17) on IMDB batches (float32): seconds per step at d = 2048 (and the ``--two-dims`` given), one
   padded batch against length groups; length groups as before (a dense (|S|, d) gradient of E per group, summed)
   against now (each group's gradient with respect to E_X added into one buffer), in the same run; length groups with
-  the T x T products in bfloat16 (``mixed_precision``) and how far that moves the parameters; and the (d, epochs)
-  that fit in 60 minutes at the measured rate.
+  the T x T products in bfloat16 (``mixed_precision``) and how far that moves a step's gradient (the checks of a
+  whole training: docs/benchmarks.md); and the (d, epochs) that fit in 60 minutes at the measured rate.
 
 Memory traffic: AdamW reads the parameter, gradient and both moments and writes three of them (7 |S| d numbers per
 step); the fast gradient streams E twice and writes the gradient once (~4 |S| d). The "GB/s" columns are those
@@ -210,23 +210,26 @@ def main() -> None:
             _, dense_opt = _paths(imdb.ds, cfg, torch.float32, model="two_layer", d=d)[1]
             (t_dense, c_dense, _, _), _ = _time_steps(DenseGroups(fast), dense_opt,
                                                       {k: v.clone() for k, v in init.items()}, 2 * n, warmup=1)
-            (t_fast, c_fast, _, _), p_fast = _time_steps(fast, fast_opt, {k: v.clone() for k, v in init.items()},
-                                                         2 * n, warmup=1)
-            (t_low, c_low, _, _), p_low = _time_steps(low, low_opt, {k: v.clone() for k, v in init.items()}, 2 * n,
-                                                      warmup=1)
+            (t_fast, c_fast, _, _), _ = _time_steps(fast, fast_opt, {k: v.clone() for k, v in init.items()},
+                                                    2 * n, warmup=1)
+            (t_low, c_low, _, _), _ = _time_steps(low, low_opt, {k: v.clone() for k, v in init.items()}, 2 * n,
+                                                  warmup=1)
+            gens = [torch.Generator().manual_seed(17)]  # the first step's gradient, float32 against bfloat16 products
+            g_fast = {k: v.clone() for k, v in fast.loss_and_grad(init, 0, gens)[1].items()}
+            g_low = low.loss_and_grad(init, 0, gens)[1]
             epoch = c_fast * spe
             rows.append([d, f"{t_slow:.2f} ({c_slow:.2f})", f"{t_dense:.2f} ({c_dense:.2f})",
                          f"{t_fast:.2f} ({c_fast:.2f})", f"{c_dense / c_fast:.2f}x", f"{1 / c_fast:.2f}",
                          f"{c_slow / c_fast:.1f}x", _fmt_time(epoch), f"{3600 / epoch:.1f}",
                          f"{500 * epoch / 3600:.0f} h", f"{t_low:.2f} ({c_low:.2f})", f"{c_fast / c_low:.1f}x",
-                         f"{_rel_diff(p_low, p_fast):.1e} ({2 * n + 1} steps)"])
+                         f"{_rel_diff(g_low, g_fast):.1e}"])
         print_table("Model (17) on IMDB (float32, batch 128, sequences up to 512 tokens); epochs from the CPU time",
                     ["d", "one padded batch, plain AdamW s/step (CPU)",
                      "length groups, a dense E gradient per group (before) s/step (CPU)",
                      "length groups, E_X gradients into one buffer (now) s/step (CPU)", "now vs before (CPU)",
                      "steps/s (CPU)", "speed-up (CPU)", "one epoch (CPU)", "epochs in 60 min", "500 epochs",
                      "+ bfloat16 T x T products s/step (CPU)", "speed-up of bfloat16 (CPU)",
-                     "bfloat16: max rel. diff of the parameters"], rows)
+                     "bfloat16: max rel. diff of a step's gradient"], rows)
 
 
 if __name__ == "__main__":
