@@ -141,6 +141,15 @@ def _cos_or_nan(A: torch.Tensor, B: torch.Tensor, norm_A: torch.Tensor, norm_B: 
     return torch.where(norm_A > 0, cosine(A, B, norm_A=norm_A, norm_B=norm_B), math.nan)
 
 
+def _cosines(A: list[torch.Tensor], B: list[torch.Tensor], norms_A: list[torch.Tensor], norms_B: list[torch.Tensor]
+              ) -> torch.Tensor:
+    """cos(A[i], B[i]) for several pairs of (R, ...) tensors (B[i] broadcastable to A[i]) with their known norms, as
+    one product and one sum: (pairs, R), the values :func:`~ntpbias.metrics.cosine` gives pair by pair."""
+    num = (torch.stack(A) * torch.stack([b.expand_as(a) for a, b in zip(A, B, strict=True)])).flatten(2).sum(-1)
+    den = torch.stack(norms_A) * torch.stack([nb.expand_as(na) for na, nb in zip(norms_A, norms_B, strict=True)])
+    return num / den.clamp_min(torch.finfo(num.dtype).tiny)
+
+
 class _Reference:
     """A reference direction (solved on the CPU) as a (1, ...) tensor on the iterates' device and dtype, with its
     norm: converted once per problem, not at every logged step."""
@@ -234,18 +243,23 @@ class _ModelMetrics:
         task, pi = self.task, self.task.inputs.pi
         phi_plus = (phi * self.optimal).sum(-1)  # (B, N): attention mass on the optimal positions φ_+^(n)
         norm, grad_norm = frobenius(W_kq), frobenius(g_kq)
+        pairs = [(W_kq, -g_kq, norm, grad_norm)]  # cos(W_kq, -∇L), and with W_kq*: cos(W_kq, W_kq*), cos(∇L, W_kq*)
+        if self.star.W is not None:
+            pairs += [(W_kq, self.star.W, norm, self.star.norm), (g_kq, self.star.W, grad_norm, self.star.norm)]
+        cos = _cosines(*map(list, zip(*pairs, strict=True)))
+        undefined = norm == 0  # cos is undefined at W_kq = 0 (docs/paper-c-transformer.md#decisions)
         out = {
             "loss": loss,
             "norm_kq": norm,
             "attn_opt_min": phi_plus.amin(1),
             "attn_opt_mean": phi_plus @ pi,
             "accuracy": (z.argmax(-1) == task.inputs.y).to(pi.dtype) @ pi,
-            "cos_neg_grad_kq": _cos_or_nan(W_kq, -g_kq, norm, grad_norm),
+            "cos_neg_grad_kq": cos[0].masked_fill(undefined, math.nan),
             "grad_norm": grad_norm,
         }
         if self.star.W is not None:
-            out["cos_kq"] = _cos_or_nan(W_kq, self.star.W, norm, self.star.norm)
-            out["cos_grad_kq_star"] = cosine(g_kq, self.star.W, norm_A=grad_norm, norm_B=self.star.norm)
+            out["cos_kq"] = cos[1].masked_fill(undefined, math.nan)
+            out["cos_grad_kq_star"] = cos[2]
         if self.relations is not None:
             A = token_basis(W_kq, task.E).flatten(1)  # (B, V * V): A[u, q] = x_u^T W_kq x_q at u * V + q
             opt, other = self.relations
