@@ -44,16 +44,6 @@ def autograd_gd(data, steps: int):
     return float(loss)
 
 
-def cpu_timed(fn, *, repeat: int = 1):
-    """(best CPU seconds of this process over ``repeat`` calls, last result)."""
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        c0 = time.process_time()
-        result = fn()
-        best = min(best, time.process_time() - c0)
-    return best, result
-
-
 def algorithm1(task, steps: int, *, log_every: int, log_points: int):
     """Both stages of Algorithm 1 on ``task`` (Example 1's step sizes), ``steps`` steps each."""
     from ntpbias.training.transformer import train_two_stage
@@ -69,8 +59,10 @@ def metrics_rows(steps: int, repeat: int = 3) -> None:
 
     ds = example1()
     task = TransformerTask.build(ds, token_embeddings(ds.V))
-    t_all, r_all = cpu_timed(lambda: algorithm1(task, steps, log_every=1, log_points=0), repeat=repeat)
-    t_log, r_log = cpu_timed(lambda: algorithm1(task, steps, log_every=0, log_points=50), repeat=repeat)
+    t_all, r_all = timed(lambda: algorithm1(task, steps, log_every=1, log_points=0), repeat=repeat,
+                         clock=time.process_time)
+    t_log, r_log = timed(lambda: algorithm1(task, steps, log_every=0, log_points=50), repeat=repeat,
+                         clock=time.process_time)
     same = all(np.array_equal(a[k][-1], b[k][-1]) for a, b in zip(r_all.histories, r_log.histories, strict=True)
                for k in b.columns)
     rows = [[f"metrics at every step (the default), {2 * steps} logs", f"{t_all:.3g}", f"{2 * steps / t_all:.0f}",
