@@ -17,7 +17,8 @@ from ntpbias.models.attention import (
     one_layer_loss_and_grads,
     theory_init,
 )
-from ntpbias.training.attention import ClassifierProblem, classifier_optimizer, length_groups
+from ntpbias.training.attention import ClassifierProblem, classifier_optimizer
+from ntpbias.training.batches import length_groups
 from ntpbias.training.config import OptimizerConfig, TrainConfig
 from ntpbias.training.loop import Trainer
 from ntpbias.training.optimizers import Optimizer

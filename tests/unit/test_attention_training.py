@@ -18,9 +18,9 @@ from ntpbias.training.attention import (
     ClassifierProblem,
     StageTwoProblem,
     classifier_optimizer,
-    epoch_permutation,
     train_stage_two,
 )
+from ntpbias.training.batches import epoch_permutation
 from ntpbias.training.config import OptimizerConfig, TrainConfig
 from ntpbias.training.loop import Trainer
 from ntpbias.training.optimizers import Optimizer

@@ -26,7 +26,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -43,6 +42,7 @@ from ..models.attention import (
 )
 from ..models.config import ATTENTION_MODELS
 from ..stats import pearson
+from .batches import GROUP_OVERHEAD, epoch_permutation, generator_base, length_groups
 from .config import OptimizerConfig, TrainConfig
 from .loop import History, Trainer
 from .optimizers import Optimizer
@@ -191,26 +191,6 @@ def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _generator_base(generator: torch.Generator) -> int:
-    """A 62-bit number drawn from a copy of ``generator`` (which is left untouched)."""
-    probe = torch.Generator()
-    probe.set_state(generator.get_state())
-    return int(torch.randint(0, 2 ** 62, (1,), generator=probe))
-
-
-def epoch_permutation(generator: torch.Generator, epoch: int, n: int) -> torch.Tensor:
-    """The order of the n sequences in ``epoch``: a permutation drawn from a generator seeded by (the state of
-    ``generator``, ``epoch``); ``generator`` itself is left untouched, so the order depends only on its state.
-
-    >>> g = torch.Generator().manual_seed(0)
-    >>> a = epoch_permutation(g, 3, 5); b = epoch_permutation(g, 3, 5)
-    >>> bool(torch.equal(a, b)), sorted(a.tolist())
-    (True, [0, 1, 2, 3, 4])
-    """
-    epoch_gen = torch.Generator().manual_seed((_generator_base(generator) + 1_000_003 * epoch) % (2 ** 63 - 1))
-    return torch.randperm(n, generator=epoch_gen)
-
-
 @dataclass(frozen=True, eq=False)
 class EmbeddingScores:
     """The quantities plotted in Figures 1-3, for the final parameters of every run.
@@ -224,37 +204,6 @@ class EmbeddingScores:
 
 #: gradient paths of :class:`ClassifierProblem`: "closed_form" (model (1) only) and "autograd"
 GRADIENTS = ("auto", "closed_form", "autograd")
-#: model (17)'s fixed cost of one length group in the units of :func:`length_groups` (measured on one CPU core: the
-#: launches of one forward and backward cost about as much as this many positions x width of attention)
-GROUP_OVERHEAD = 4096.0
-
-
-def length_groups(extent: torch.Tensor, *, overhead: float = 4096.0, linear: float = 64.0) -> list[torch.Tensor]:
-    """Split a batch into groups of similar length, each to be padded only to its own longest sequence.
-
-    ``extent`` (m,) holds each sequence's padded width (last real position + 1). The sequences are sorted by it and
-    cut into contiguous groups minimising Σ_groups [n_g W_g (W_g + ``linear``) + ``overhead``], a model of the
-    two-layer attention's cost (n_g W_g² for the T x T products, n_g W_g for the per-position work, a fixed cost per
-    call), by dynamic programming over the cut points. Returns the groups' positions in the batch (LongTensors).
-
-    >>> [g.tolist() for g in length_groups(torch.tensor([3, 40, 2, 41]), overhead=100.0, linear=0.0)]
-    [[2, 0], [1, 3]]
-    """
-    order = torch.argsort(extent, stable=True)
-    w = extent[order].double().numpy()
-    m = len(w)
-    best = np.zeros(m + 1)
-    cut = np.zeros(m + 1, dtype=np.int64)
-    for j in range(1, m + 1):  # best[j]: cheapest split of the j shortest; the last group is [i, j) with width w[j-1]
-        i = np.arange(j)
-        cost = best[:j] + (j - i) * w[j - 1] * (w[j - 1] + linear) + overhead
-        cut[j] = int(np.argmin(cost))
-        best[j] = cost[cut[j]]
-    groups, j = [], m
-    while j > 0:
-        groups.append(order[cut[j]:j])
-        j = cut[j]
-    return groups[::-1]
 
 
 class ClassifierProblem:
@@ -367,7 +316,7 @@ class ClassifierProblem:
         groups as (start, stop, width) into that order, all decided on the CPU: a step needs no transfer and no sync.
         """
         epoch, k = divmod(step, self.steps_per_epoch)
-        key = (epoch, tuple(_generator_base(g) for g in generators))
+        key = (epoch, tuple(generator_base(g) for g in generators))
         if self._perm_key != key:
             self._perms = [epoch_permutation(g, epoch, self.ds.n) for g in generators]
             self._plans = [self._plan(perm) for perm in self._perms]
