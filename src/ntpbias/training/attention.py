@@ -10,10 +10,10 @@ Two :class:`~ntpbias.training.loop.Problem` implementations:
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
   :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of Sec. 5 / App. D: AdamW, batch 128, step
   decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no (n, T, d)
-  tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each epoch visits a
-  fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator
-  is seeded from the run generator's state and the epoch number), so an interrupted run resumes with exactly the
-  batches it would have seen.
+  tensor); model (17)'s is autograd over length groups of the minibatch
+  (:func:`~ntpbias.training.batches.length_groups`). Each epoch visits a fresh permutation of the sequences, drawn
+  from the run's generator *without advancing it* (a per-epoch generator is seeded from the run generator's state and
+  the epoch number), so an interrupted run resumes with exactly the batches it would have seen.
 
 Runs (seeds) are batched on the leading dimension of every parameter as the engine expects; these models cannot
 batch seeds in one tensor operation (each run has its own E¹, or its own module call), so the gradient is a loop
@@ -223,7 +223,7 @@ class ClassifierProblem:
         Two-layer model: learnable LayerNorm affine (torch's default, docs/paper-b-attention.md#decisions).
     batch_size : int
         Minibatch size (paper: 128); 0 = full batch. Each epoch is one pass over a fresh permutation
-        (:func:`epoch_permutation`); the last batch of an epoch may be smaller.
+        (:func:`~ntpbias.training.batches.epoch_permutation`); the last batch of an epoch may be smaller.
     dtype, device : parameter dtype (float64 default) and device.
     chunk : int
         Sequences per forward pass when the metrics evaluate the whole dataset.
@@ -232,10 +232,10 @@ class ClassifierProblem:
         :func:`~ntpbias.models.attention.one_layer_loss_and_grads`, O(n_batch T + |S| d) per step, written into a
         gradient buffer reused across steps. "autograd" (the default for model (17)): autograd through the module.
     group_lengths : bool
-        Autograd path: split each minibatch into groups of similar length (:func:`length_groups`), each padded only to
-        its own longest sequence (default True; the loss and gradient are the same sums, in another order). The
-        whole-data metrics are evaluated on length-sorted chunks either way. A group without padding is computed
-        without a mask.
+        Autograd path: split each minibatch into groups of similar length
+        (:func:`~ntpbias.training.batches.length_groups`), each padded only to its own longest sequence (default True;
+        the loss and gradient are the same sums, in another order). The whole-data metrics are evaluated on
+        length-sorted chunks either way. A group without padding is computed without a mask.
     mixed_precision : bool
         Model (17): the first layer's two T x T attention products in bfloat16 (autocast; everything else in
         ``dtype``: :func:`~ntpbias.models.attention.first_layer`).
