@@ -14,6 +14,8 @@ from .. import __version__
 from ..errors import DataError
 
 EXIT_USER_ERROR = 2
+#: exit status of a run that completed (every output and the report written) with a failing graded check
+EXIT_CHECK_FAILED = 3
 
 
 def _console(quiet: bool = False):
@@ -69,6 +71,13 @@ def max_memory_option(command):
                              "(docs/errors-and-limits.md).")(run)
 
 
+def overwrite_option(command):
+    """The ``--overwrite`` flag of a command that writes an output directory (docs/errors-and-limits.md)."""
+    return click.option("--overwrite", is_flag=True,
+                        help="Replace an earlier run in --out (its outputs are deleted first); without it, an --out "
+                             "that holds another run is refused.")(command)
+
+
 def check_output_file(path: str | Path, what: str) -> Path:
     """An output file's path checked before any work: not a directory, in a folder that can be created/written."""
     from ..io import check_output_dir
@@ -82,7 +91,14 @@ def check_output_file(path: str | Path, what: str) -> Path:
 
 #: how each check verdict prints (see :attr:`ntpbias.results.Check.verdict`)
 VERDICT_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "consistent": "[green]consistent[/]",
-                 "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]"}
+                 "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]",
+                 "by construction": "[dim]by construction[/]", "holds": "[dim]holds (erratum)[/]",
+                 "refuted": "[yellow]refuted (erratum)[/]", "not graded": "[dim]not graded[/]"}
+
+
+def exit_status(sections) -> int:
+    """0, or :data:`EXIT_CHECK_FAILED` when a graded check of ``sections`` failed (smoke scale grades nothing)."""
+    return EXIT_CHECK_FAILED if any(c.verdict == "fail" for s in sections for c in s.checks) else 0
 
 
 def print_checks(sections) -> None:

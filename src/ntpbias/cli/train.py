@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from ._common import _console, cli, command_line, max_memory_option, print_checks
+from ._common import _console, cli, command_line, max_memory_option, overwrite_option, print_checks
 
 
 @cli.command()
@@ -21,15 +21,18 @@ from ._common import _console, cli, command_line, max_memory_option, print_check
                    "range: `ntpbias settings`).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
+@overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def train(config, preset, scale, overrides, out, resume, as_json, quiet):
+def train(config, preset, scale, overrides, out, resume, overwrite, as_json, quiet):
     """Train one model; writes config.toml, metrics.csv, summary.json, figures/, report.html, checkpoints/.
 
     CONFIG is a TOML file (its `experiment` key picks the paper; `config.toml` of an earlier run works), or
     use --preset. Every value can be overridden with --set. Every key with its type, allowed range and default:
     `ntpbias settings EXPERIMENT|PRESET` (also docs/settings.md); a value outside them is refused before any work.
+    The run's theory checks are reported, not turned into an exit status (a configuration of your own need not meet
+    levels set for the papers' runs; `reproduce` exits 3 on a failing check).
 
     \b
     Examples:
@@ -50,7 +53,7 @@ def train(config, preset, scale, overrides, out, resume, as_json, quiet):
     from ..experiments import RunContext
 
     console = _console(quiet)
-    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, device=cfg.device,
+    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, overwrite=overwrite, device=cfg.device,
                      say=lambda msg: console.log(msg))
     result = run_config(cfg, ctx, command=command_line())
     summary_path = Path(out) / "summary.json"

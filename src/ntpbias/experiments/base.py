@@ -68,6 +68,7 @@ class RunContext:
     ``executor`` spreads independent runs that cannot share one batch (the transformer paper's per-seed datasets)
     over worker processes or a Dask cluster; seeds that can be batched (linear, attention) stay one batched run.
     ``yelp``: a Yelp Open Dataset JSON-lines file for the ``attention-imdb`` group ("" = skip Yelp).
+    ``overwrite``: an ``out`` that holds an earlier run is cleared first (else it is refused unless ``resume``).
     """
 
     out: Path
@@ -76,6 +77,7 @@ class RunContext:
     device: str = "cpu"
     progress: bool = False
     resume: bool = False
+    overwrite: bool = False
     figures: tuple[str, ...] | None = None  # figure IDs asked for; None = all of the group
     say: Callable[[str], None] = lambda _msg: None
     executor: ExecutorConfig = field(default_factory=lambda: ExecutorConfig("inprocess"))

@@ -72,7 +72,10 @@ class Group:
     """What ``ntpbias reproduce ID`` runs: several trainings, the theory's objects, figures and checks.
 
     ``figures``: figure ID -> description (a figure ID reproduces that figure only); ``run``: ``RunContext ->
-    RunResult``; ``presets``: the presets it trains (their checks at the door run before any group starts).
+    RunResult``; ``presets``: the presets it trains (their checks at the door run before any group starts);
+    ``regrade``: ``Path -> RunResult``, the checks, tables and figures again from a run's saved outputs (``None``: the
+    group cannot be regraded); ``read_inputs``: ``RunContext -> None``, reads and checks the user's files the group
+    takes.
     """
 
     id: str
@@ -80,13 +83,20 @@ class Group:
     run: str
     figures: dict[str, str]
     presets: tuple[str, ...] = ()
+    regrade: str | None = None
+    read_inputs: str | None = None
 
     def __call__(self, ctx: RunContext):
         return resolve(self.run)(ctx)
 
+    def regrade_run(self, out: Path):
+        """The group's result again from the run directory ``out`` (only where :attr:`regrade` is set)."""
+        return resolve(self.regrade)(out)
+
     def preflight(self, ctx: RunContext) -> None:
-        """The group's checks at the door (:func:`~ntpbias.experiments.base.preflight` of each of its presets at
-        ``ctx``'s scale and seeds)."""
+        """The group's checks at the door: :func:`~ntpbias.experiments.base.preflight` of each of its presets at
+        ``ctx``'s scale and seeds, and the user's files it reads (``read_inputs``, e.g. the ``--yelp`` file, read
+        through), so that a ``reproduce`` of several groups fails before the first group's work."""
         from .base import preflight
 
         for name in self.presets:
@@ -94,6 +104,8 @@ class Group:
             if hasattr(cfg, "seeds"):
                 cfg = replace(cfg, seeds=max(cfg.seeds, ctx.seeds))
             preflight(cfg)
+        if self.read_inputs is not None:
+            resolve(self.read_inputs)(ctx)
 
 
 @dataclass(frozen=True)
@@ -180,7 +192,8 @@ GROUPS: dict[str, Group] = {g.id: g for g in (
     Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", f"{_PKG}.attention.imdb:run_group", {
         "attention-fig3": "Fig. 3: one-layer model on IMDB (and Yelp): <E_s, p>, <E_s, v> vs PD(s)",
         "attention-fig1": "Fig. 1: two-layer model (17) on IMDB (and Yelp): <E_s, p>, <E_s, v> vs PD(s)",
-    }, presets=("attention-imdb-one-layer", "attention-imdb-two-layer")),
+    }, presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), regrade=f"{_PKG}.attention.imdb_grade:regrade",
+        read_inputs=f"{_PKG}.attention.imdb:read_yelp"),
     Group("transformer", "Paper C: one-layer transformer (Algorithm 1)", f"{_PKG}.transformer.group:run_group", {
         "transformer-fig1": "Fig. 1 for Example 1: the collocation and each query's partial order",
         "transformer-fig2": "Fig. 2: stage-1 and stage-2 loss, direction and norm on a random |V| = 20 dataset",
@@ -191,7 +204,10 @@ GROUPS: dict[str, Group] = {g.id: g for g in (
         "transformer-generalization": "Theorem 3: predicted vs expected next tokens of unseen inputs (tables)",
         "transformer-ablation": "non-orthonormal (unit-norm) embeddings and one-stage joint training (outside the "
                                 "theory)",
-    }, presets=("transformer-fig2", "transformer-example1", "transformer-unit", "transformer-joint")),
+        "transformer-prop2": "Proposition 2 vs the W_kq* QP on data with several optimal tokens per query (the "
+                             "5-token counterexample and the 'samples' generator), trained by Algorithm 1",
+    }, presets=("transformer-fig2", "transformer-example1", "transformer-unit", "transformer-joint",
+                "transformer-prop2", "transformer-fig2-samples")),
 )}
 
 
@@ -204,8 +220,9 @@ def _presets(package: str, scaled: str | None, *rows: tuple[str, str, str]) -> t
 #: preset name -> preset (``ntpbias train --preset NAME``)
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     *_presets("linear", "scaled",
-              ("linear-2d", "Fig. 1: GD (η=0.5) on the 2D example (d=2, m=3, V=5) as the caption describes it, "
-                            "H = 0.8811; 10^5 steps (quick: 10^4)", "TWO_D"),
+              ("linear-2d", "Fig. 1: GD on the 2D example (d=2, m=3, V=5; contexts placed as the caption "
+                            "describes, probabilities of data seed 0); η=0.5 and 10^5 steps (quick: 10^4) are ours: "
+                            "the paper gives neither", "TWO_D"),
               ("linear-2d-symmetric", "the 2D example with contexts 120° apart (equal cones), GD (η=0.5)",
                "TWO_D_SYMMETRIC"),
               ("linear-fig4-gd", "Fig. 4: GD (η=0.5) on m=50, d=60, V=10, |S_j|=6, 10^4 steps", "FIG4"),
@@ -258,6 +275,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                                    "η = 0.05/√d, 900 + 900 steps", "FIG2"),
               ("transformer-fig2-samples", "Fig. 2 on the 'samples' generator (not prefix-closed, |O_q| >= 2 common)",
                "FIG2_SAMPLES"),
+              ("transformer-prop2", "Algorithm 1 on the 5-token counterexample to Proposition 2 (d = 5, Fig. 2's "
+                                    "step sizes)", "PROP2"),
               ("transformer-example1", "Algorithm 1 on Example 1 (d = 4, η₀ = 0.1, η = 0.025, 900 + 900 steps)",
                "EXAMPLE1"),
               ("transformer-unit", "ablation: random unit-norm (non-orthonormal) embeddings, Fig. 2's settings",
@@ -276,8 +295,9 @@ def get_preset(name: str) -> Preset:
 
 def get_experiment(name: Any, where: str = "") -> Experiment:
     """The experiment ``name`` (a config's ``experiment`` key); an unknown one is a user error naming the valid ones."""
-    if name not in EXPERIMENTS:
-        raise ConfigError(f"{where}set `experiment` to one of {', '.join(EXPERIMENTS)} (found {name!r})")
+    if not isinstance(name, str) or name not in EXPERIMENTS:
+        shape = "" if name is None or isinstance(name, str) else ": expected a string in quotes"
+        raise ConfigError(f"{where}experiment = {name!r}{shape}; set `experiment` to one of {', '.join(EXPERIMENTS)}")
     return EXPERIMENTS[name]
 
 

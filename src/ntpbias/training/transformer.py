@@ -31,7 +31,7 @@ from ..data.sentences import NTPSamples
 from ..data.structure import DatasetStructure, analyze_structure
 from ..errors import DataError, NotSeparableError
 from ..geometry.margins.program import SVMResult
-from ..geometry.transformer.optimum import token_basis, wkq_star, wov_star
+from ..geometry.transformer.optimum import theorem3_gap, token_basis, wkq_star, wov_star
 from ..metrics import cosine, frobenius
 from ..models.transformer import (
     TransformerInputs,
@@ -232,6 +232,8 @@ class _ModelMetrics:
     def __init__(self, task: TransformerTask):
         self.task = task
         self.optimal = task.structure.optimal.to(task.E.device)
+        # (N, 1): φ_l^(n,0) = 1/L^(n), the attention from W_kq = 0
+        self.uniform = 1.0 / task.inputs.mask.sum(1, keepdim=True).to(task.inputs.pi.dtype)
         rel = task.structure.relations.to(task.E.device)  # (R, 3): query q, optimal token u, other token u'
         V = task.V  # margins of W_kq: A[u, q] - A[u', q] with A = E^T W_kq E, gathered from A flattened (V * V)
         self.relations = (rel[:, 1] * V + rel[:, 0], rel[:, 2] * V + rel[:, 0]) if rel.shape[0] else None
@@ -252,6 +254,7 @@ class _ModelMetrics:
             "loss": loss,
             "norm_kq": norm,
             "attn_opt_min": phi_plus.amin(1),
+            "attn_opt_floor": (phi - self.uniform).masked_fill(~self.optimal, math.inf).amin((1, 2)),  # Lemma 5
             "attn_opt_mean": phi_plus @ pi,
             "accuracy": (z.argmax(-1) == task.inputs.y).to(pi.dtype) @ pi,
             "cos_neg_grad_kq": cos[0].masked_fill(undefined, math.nan),
@@ -261,9 +264,10 @@ class _ModelMetrics:
             out["cos_kq"] = cos[1].masked_fill(undefined, math.nan)
             out["cos_grad_kq_star"] = cos[2]
         if self.relations is not None:
-            A = token_basis(W_kq, task.E).flatten(1)  # (B, V * V): A[u, q] = x_u^T W_kq x_q at u * V + q
+            A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q, at u * V + q flattened
             opt, other = self.relations
-            out["margin_kq"] = (A.index_select(1, opt) - A.index_select(1, other)).amin(1)
+            out["margin_kq"] = (A.flatten(1).index_select(1, opt) - A.flatten(1).index_select(1, other)).amin(1)
+            out["order_gap"] = theorem3_gap(A, task.structure)  # NaN when no query has non-comparable tokens
         return out
 
 
@@ -272,7 +276,9 @@ class Stage2Problem:
 
     Parameters ``{"W_kq": (B, d, d)}``. ``W_ov`` is (|V|, d) (shared) or (B, |V|, d) (one per run, e.g. from a
     batched stage 1). Metrics: ``loss``, ``loss_floor``, ``loss_excess``, ``grad_norm``, ``norm_kq``, ``cos_kq``,
-    ``cos_neg_grad_kq``, ``cos_grad_kq_star``, ``attn_opt_min``, ``attn_opt_mean``, ``margin_kq``, ``accuracy``.
+    ``cos_neg_grad_kq``, ``cos_grad_kq_star``, ``attn_opt_min``, ``attn_opt_mean``, ``margin_kq``, ``accuracy``,
+    ``attn_opt_floor`` (Lemma 5: min over samples n and optimal positions l of φ_l^(n,t) - 1/L^(n)) and ``order_gap``
+    (Theorem 3's gaps, :func:`~ntpbias.geometry.transformer.theorem3_gap`).
     """
 
     def __init__(self, task: TransformerTask, W_ov: torch.Tensor, *, init: str = "zeros"):

@@ -152,5 +152,6 @@ class TransformerConfig(RunConfig):
 FIG2 = TransformerConfig()
 FIG2_SAMPLES = replace(FIG2, data=TransformerDataConfig(source="samples"))
 EXAMPLE1 = replace(FIG2, data=TransformerDataConfig(source="example1"))
+PROP2 = replace(FIG2, data=TransformerDataConfig(source="prop2-counterexample"))
 UNIT = replace(FIG2, model=replace(FIG2.model, embedding="unit"))
 JOINT = replace(FIG2, model=replace(FIG2.model, algorithm="joint"))
