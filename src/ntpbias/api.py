@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ._repr import short_repr
-from ._tensor import DEVICE_PATTERN, resolve_device
-from .config import FieldError, apply_overrides, argument, unknown_keyword
+from ._tensor import resolve_device
+from .config import DEVICE_PATTERN, FieldError, apply_overrides, argument, unknown_keyword
 from .errors import ArgumentTypeError, ConfigError, DataError, describe_value
 from .experiments.base import SCALES, RunContext, preflight, raise_if_failed
 from .experiments.catalog import EXPERIMENTS, GROUPS, get_experiment, get_preset, load_run_config, resolve_ids
