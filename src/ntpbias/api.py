@@ -386,8 +386,9 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
     elif isinstance(config, (str, Path)):
         cfg = load_run_config(config)
     elif config is None or getattr(config, "experiment", None) not in EXPERIMENTS or isinstance(config, type):
+        classes = ", ".join(e.config.rpartition(":")[2] for e in EXPERIMENTS.values())
         raise ArgumentTypeError(f"{where}: config = {describe_value(config)}: expected a preset name, a TOML path or "
-                                f"a run config object (one of {', '.join(e.config.rpartition(':')[2] for e in EXPERIMENTS.values())})")
+                                f"a run config object (one of {classes})")
     else:
         cfg = config
     cfg = apply_overrides(cfg, [f"{k}={v}" for k, v in (set or {}).items()])
