@@ -31,7 +31,7 @@ from ..data.sentences import NTPSamples
 from ..data.structure import DatasetStructure, analyze_structure
 from ..errors import DataError, NotSeparableError
 from ..geometry.margins.program import SVMResult
-from ..geometry.transformer.optimum import theorem3_gap, token_basis, wkq_star, wov_star
+from ..geometry.transformer.optimum import theorem3_gap, theorem3_masks, token_basis, wkq_star, wov_star
 from ..metrics import cosine, frobenius
 from ..models.transformer import (
     TransformerInputs,
@@ -238,6 +238,7 @@ class _ModelMetrics:
         V = task.V  # margins of W_kq: A[u, q] - A[u', q] with A = E^T W_kq E, gathered from A flattened (V * V)
         self.relations = (rel[:, 1] * V + rel[:, 0], rel[:, 2] * V + rel[:, 0]) if rel.shape[0] else None
         self.star = _Reference(None if task.W_kq_star is None else task.W_kq_star.W, task.E)
+        self.theorem3 = theorem3_masks(task.structure, task.E.device)
 
     def __call__(self, W_kq: torch.Tensor, loss: torch.Tensor, g_kq: torch.Tensor, phi: torch.Tensor,
                  z: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -267,7 +268,7 @@ class _ModelMetrics:
             A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q, at u * V + q flattened
             opt, other = self.relations
             out["margin_kq"] = (A.flatten(1).index_select(1, opt) - A.flatten(1).index_select(1, other)).amin(1)
-            out["order_gap"] = theorem3_gap(A, task.structure)  # NaN when no query has non-comparable tokens
+            out["order_gap"] = theorem3_gap(A, task.structure, self.theorem3)  # NaN when no query has non-comparable tokens
         return out
 
 
