@@ -268,7 +268,7 @@ class _ModelMetrics:
             A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q, at u * V + q flattened
             opt, other = self.relations
             out["margin_kq"] = (A.flatten(1).index_select(1, opt) - A.flatten(1).index_select(1, other)).amin(1)
-            out["order_gap"] = theorem3_gap(A, task.structure, self.theorem3)  # NaN: no query with non-comparable tokens
+            out["order_gap"] = theorem3_gap(A, task.structure, self.theorem3)  # NaN: no non-comparable tokens
         return out
 
 
