@@ -15,10 +15,10 @@ from ._common import cli
 def columns(rows: list[tuple[str, str]], indent: int, *, name_width: int | None = None,
             width: int | None = None) -> list[str]:
     """Two columns: the names padded to ``name_width`` (default: the longest name), the descriptions wrapped to the
-    terminal's width.
+    terminal's width (``width``), at least 20 characters of description a line.
 
-    >>> columns([("a", "one"), ("long-name", "two words")], 2, width=20)
-    ['  a          one', '  long-name  two', '             words']
+    >>> columns([("a", "one"), ("long-name", "two words and then some more")], 2, width=20)
+    ['  a          one', '  long-name  two words and then', '             some more']
     """
     width = width or shutil.get_terminal_size((100, 24)).columns
     name_width = name_width or max((len(name) for name, _ in rows), default=0)
