@@ -97,11 +97,17 @@ def frobenius(A: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(A.reshape(A.shape[0], -1), dim=1)
 
 
-def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Per-run cosine <A, B> / (||A|| ||B||) for A (R, ...) and B broadcastable to it: (R,)."""
+def cosine(A: torch.Tensor, B: torch.Tensor, *, norm_A: torch.Tensor | None = None,
+           norm_B: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-run cosine <A, B> / (||A|| ||B||) for A (R, ...) and B broadcastable to it: (R,).
+
+    ``norm_A``, ``norm_B``: the norms when already known (``frobenius`` of A and of B), to save computing them again.
+    """
     B = B.expand_as(A)
     num = (A * B).reshape(A.shape[0], -1).sum(1)
-    return num / (frobenius(A) * frobenius(B)).clamp_min(torch.finfo(A.dtype).tiny)
+    norm_A = frobenius(A) if norm_A is None else norm_A
+    norm_B = frobenius(B) if norm_B is None else norm_B
+    return num / (norm_A * norm_B).clamp_min(torch.finfo(A.dtype).tiny)
 
 
 def linear_ntp_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: torch.Tensor | None, *,

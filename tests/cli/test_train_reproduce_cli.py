@@ -159,24 +159,31 @@ def test_unwritable_output_path_is_a_file(tmp_path, cli, assert_user_error):
 
 
 # ---------------------------------------------------------------------------------------------- exit status
-def _group(gid, passed):
-    """A group that trains nothing and returns one sanity check that passes or fails."""
-    from ntpbias.experiments.base import Group
+def _group(monkeypatch, gid, passed):
+    """A group that trains nothing and returns one sanity check that passes or fails (its runner in a module of its
+    own, as the catalog names runners by their dotted path)."""
+    import sys
+    import types
+
+    from ntpbias.experiments.catalog import Group
     from ntpbias.results import Check, RunResult, Section
 
     def run(ctx):
         section = Section(gid, gid, checks=[Check(f"{gid}: invariant", "claim", 1.0, "<= 0", passed, kind="sanity")])
         return RunResult(section, {})
 
-    return Group(gid, gid, {}, run)
+    module = types.ModuleType(f"fake_group_{gid.replace('-', '_')}")
+    module.run = run
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return Group(gid, gid, f"{module.__name__}:run", {})
 
 
 def test_a_completed_reproduce_with_a_failing_check_exits_3_after_every_group_and_the_report(tmp_path, cli,
                                                                                               monkeypatch):
     from ntpbias.experiments import GROUPS
 
-    monkeypatch.setitem(GROUPS, "x-fails", _group("x-fails", False))
-    monkeypatch.setitem(GROUPS, "x-passes", _group("x-passes", True))
+    monkeypatch.setitem(GROUPS, "x-fails", _group(monkeypatch, "x-fails", False))
+    monkeypatch.setitem(GROUPS, "x-passes", _group(monkeypatch, "x-passes", True))
     code, out, err = cli("reproduce", "x-fails", "x-passes", "--out", tmp_path / "r", "--quiet")
     assert code == 3, err
     assert "1 failed" in out and not err
@@ -190,7 +197,7 @@ def test_a_completed_reproduce_with_a_failing_check_exits_3_after_every_group_an
 def test_smoke_scale_grades_nothing_and_exits_0(tmp_path, cli, monkeypatch):
     from ntpbias.experiments import GROUPS
 
-    monkeypatch.setitem(GROUPS, "x-fails", _group("x-fails", False))
+    monkeypatch.setitem(GROUPS, "x-fails", _group(monkeypatch, "x-fails", False))
     code, out, err = cli("reproduce", "x-fails", "--scale", "smoke", "--out", tmp_path / "s", "--quiet")
     assert code == 0, err
     assert "not graded (smoke scale: 1 checks computed, none judged)" in out

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from ntpbias.api import save_run
-from ntpbias.data.reviews import YelpConfig
-from ntpbias.data.text import PreprocessConfig, stem_words
-from ntpbias.data.tokens import KLevelLaw, power_level_sizes, relevant_tokens, token_statistics
+from ntpbias.data.config import KLevelLaw, PreprocessConfig, YelpConfig, power_level_sizes
+from ntpbias.data.text import stem_words
+from ntpbias.data.tokens import relevant_tokens, token_statistics
 from ntpbias.errors import ConfigError
 from ntpbias.experiments.attention import (
     STAGE2_NGD,

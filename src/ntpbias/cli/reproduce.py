@@ -1,4 +1,4 @@
-"""``ntpbias reproduce`` and ``ntpbias list``: the papers' experiments, figures and theory checks."""
+"""``ntpbias reproduce``: the papers' experiments, figures and theory checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import click
 
 from ..config import INT64_MAX
 from ..experiments.base import SCALES
-from ..results import headline
 from ._common import _console, cli, command_line, exit_status, max_memory_option, overwrite_option, print_checks
 
 
@@ -56,24 +55,28 @@ def reproduce(ids, out, scale, seeds, device, resume, overwrite, executor, worke
       ntpbias reproduce attention-imdb --yelp yelp_academic_dataset_review.json --out runs/real
       ntpbias reproduce attention-imdb --regrade --out runs/real   # this version's checks on a finished run
     """
-    from .._tensor import resolve_device
-    from ..api import run_groups
     from ..errors import DataError
-    from ..experiments import RunContext
-    from ..experiments.base import resolve_ids
-    from ..parallel import ExecutorConfig
+    from ..experiments.catalog import resolve_ids
 
     if regrade:
         from ..api import regrade as regrade_run
+        from ..results import headline
 
         sections = regrade_run(out, command=command_line())
         print_checks(sections)
         click.echo(f"{headline(c for s in sections for c in s.checks)}; report: {Path(out) / 'report.html'}")
         return exit_status(sections)
-    resolve_device(device)
+    resolve_ids(list(ids))  # unknown IDs fail before anything is created (and before torch is imported)
     if yelp and not Path(yelp).is_file():
         raise DataError(f"--yelp {yelp}: no such file")
-    resolve_ids(list(ids))  # unknown IDs fail before anything is created
+
+    from .._tensor import resolve_device
+    from ..api import run_groups
+    from ..experiments import RunContext
+    from ..parallel import ExecutorConfig
+    from ..results import headline
+
+    resolve_device(device)
     console = _console(quiet)
     ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=not quiet, resume=resume,
                      overwrite=overwrite, say=lambda msg: console.log(msg),
@@ -85,32 +88,3 @@ def reproduce(ids, out, scale, seeds, device, resume, overwrite, executor, worke
         print_checks(sections)
         click.echo(f"{headline(c for s in sections for c in s.checks)}; report: {Path(out) / 'report.html'}")
     return exit_status(sections)
-
-
-@cli.command(name="list")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_(as_json):
-    """List the presets (for `train --preset`) and the experiment/figure IDs (for `reproduce`).
-
-    \b
-    Example:
-      ntpbias list
-    """
-    import json
-
-    from ..experiments import GROUPS, PRESETS
-
-    if as_json:
-        click.echo(json.dumps({
-            "presets": {p.name: p.description for p in PRESETS.values()},
-            "groups": {g.id: {"title": g.title, "figures": g.figures} for g in GROUPS.values()},
-        }, indent=2))
-        return
-    click.echo("Experiments and figures (ntpbias reproduce ID ...):")
-    for g in GROUPS.values():
-        click.echo(f"  {g.id:<22} {g.title}")
-        for fid, desc in g.figures.items():
-            click.echo(f"    {fid:<20} {desc}")
-    click.echo("\nPresets (ntpbias train --preset NAME):")
-    for p in PRESETS.values():
-        click.echo(f"  {p.name:<22} {p.description}")

@@ -12,7 +12,8 @@ from ...geometry.attention import selection as gs
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ...training.history import History
-from ..base import Group, Preset, RunContext, raise_if_failed, register_group, register_preset, register_trainer
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
 from ..claims import cite
 from .checks import (
     SYNTHETIC_THRESHOLDS,
@@ -21,7 +22,16 @@ from .checks import (
     stage_one_checks,
     stage_two_checks,
 )
-from .config import FIG2, STAGE2_GD, STAGE2_LEMMA44, STAGE2_NGD, AttentionConfig, Lemma41Config, StageTwoConfig, _fig2
+from .config import (
+    FIG2,
+    STAGE2_GD,
+    STAGE2_LEMMA44,
+    STAGE2_NGD,
+    AttentionConfig,
+    Lemma41Config,
+    StageTwoConfig,
+    fig2_scaled,
+)
 from .figure3 import classifier_section, figure_checks
 from .imdb_grade import LEVEL_SOURCE, LEVELS, at_paper_settings
 from .runs import (
@@ -120,8 +130,6 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> RunResult:
                      {"status": history.status, "final": history.at(), "correlations": correlations(table)})
 
 
-register_trainer("attention", AttentionConfig, train_attention)
-
 
 def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> RunResult:
     """``ntpbias train`` for a stage-2 config: metrics, the stage-2 figure, Theorem 4.3 checks."""
@@ -149,14 +157,8 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> RunResult:
                      failure=r.history)
 
 
-register_trainer("attention-stage2", StageTwoConfig, train_stage2)
 
-
-FIGURES = {
-    "attention-fig2": "Fig. 2: one-layer model (AdamW, all parameters) on K-level data: <E_s, p>, <E_s, v> vs PD(s)",
-    "attention-lemma41": "Lemma 4.1: one-step error vs d against 11 η₀ d^{-1/4}; <E¹_s - E⁰_s, v> vs (η₀/2) α_s",
-    "attention-stage2": "Stage 2 (Thm 4.3, Lemmas 4.4-4.5): cos with the max-margin direction, selection accuracy",
-}
+FIGURES = GROUPS["attention"].figures
 
 
 def _lemma41_config(scale: str, seeds: int) -> Lemma41Config:
@@ -267,7 +269,7 @@ def run_group(ctx: RunContext) -> RunResult:
                                                                    "stage2-gd": "GD (h = 1)"}}))
 
     if ctx.wants("attention-fig2"):
-        base = replace(_fig2(ctx.scale), seeds=max(1, ctx.seeds), device=ctx.device)
+        base = replace(fig2_scaled(FIG2, ctx.scale), seeds=max(1, ctx.seeds), device=ctx.device)
         data = base.data.build()
         section.facts.update({f"Fig. 2 data: {k}": v for k, v in data.facts.items()})
         panels, corr_rows, fig2_histories = [], [], []
@@ -324,19 +326,3 @@ def _stage_two_row(run: str, r: StageTwoRun) -> tuple:
     worst = {k: (max if k == "loss_above_floor" else min)(last[k]) if k in last else float("nan")
              for k in ("p_norm", "cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor")}
     return (run, r.history.step, *worst.values())
-
-
-for _name, _desc, _make in (
-    ("attention-fig2", "Fig. 2 of paper B: one-layer model, AdamW on K-level data (|S|=2048, K=8, T=256); "
-     "paper: d=2048, lr 1e-4, 196 epochs (quick: d=256, lr 1e-3, 10 epochs)", _fig2),
-    ("attention-stage2", "Paper B stage 2: normalized GD (h=0.5) on p with E fixed at E¹, A1-base data, "
-     "d=1024, η₀=200", lambda s: STAGE2_NGD),
-    ("attention-stage2-gd", "Paper B stage 2 by plain GD (h=1, 10^4 steps), A1-base data", lambda s: STAGE2_GD),
-    ("attention-stage2-lemma44", "Paper B Lemma 4.4 case: one irrelevant token, d=16384, normalized GD",
-     lambda s: STAGE2_LEMMA44),
-):
-    register_preset(Preset(_name, _desc, _make))
-
-register_group(Group("attention", "Paper B: attention with trained embeddings (synthetic data and theory)",
-                     FIGURES, run_group,
-                     presets=("attention-fig2", "attention-stage2", "attention-stage2-gd", "attention-stage2-lemma44")))

@@ -28,45 +28,17 @@ from dataclasses import replace
 
 from ..._tensor import resolve_device
 from ...data.reviews import read_yelp_jsonl
-from ...data.text import PreprocessConfig
 from ...io import ensure_dir, write_text
 from ...results import RunResult, Table
-from ...training.optimizers import OptimizerConfig
-from ..base import (
-    Group,
-    Preset,
-    RunContext,
-    raise_if_failed,
-    register_group,
-    register_preset,
-)
-from .config import AttentionConfig, AttentionModelConfig, AttentionTrainConfig
-from .data import TokenData, TokenDataConfig
-from .imdb_grade import MODEL_FIGURE, grade, regrade
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
+from .config import IMDB_ONE_LAYER, IMDB_TWO_LAYER, AttentionConfig, real_text_scaled
+from .data import TokenData
+from .imdb_grade import MODEL_FIGURE, grade
 from .runs import token_table, token_table_csv, train_classifier
-
-IMDB_ONE_LAYER = AttentionConfig(
-    model=AttentionModelConfig(kind="one_layer", d=2048),
-    train=AttentionTrainConfig(epochs=500, decay_epochs=(100, 200)), dtype="float32",
-    optimizer=OptimizerConfig(name="adamw", lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-8),
-    data=TokenDataConfig(source="imdb", preprocess=PreprocessConfig(max_length=512)))
-IMDB_TWO_LAYER = replace(IMDB_ONE_LAYER, model=replace(IMDB_ONE_LAYER.model, kind="two_layer"))
-
 
 #: epochs between checkpoints of the real-data runs (``--resume`` continues from the last one)
 CHECKPOINT_EPOCHS = 25
-
-
-QUICK = {"d": 64, "epochs": 10, "decay_epochs": (4, 8)}
-
-
-QUICK_DATA = {"subsample": 3000, "min_count": 30, "max_length": 64}
-
-
-SMOKE = {"d": 16, "epochs": 1, "decay_epochs": ()}
-
-
-SMOKE_DATA = {"subsample": 300, "min_count": 5, "max_length": 32}
 
 
 #: Model (17) at the paper's settings is GPU work: on one CPU core a step at d = 2048 takes about 3 s even with length
@@ -94,38 +66,7 @@ def reduced_note(cfg: AttentionConfig) -> str:
             "512-token ""cap are kept. Run with --device cuda for the paper's setting.")
 
 
-def scaled(cfg: AttentionConfig, scale: str) -> AttentionConfig:
-    """A real-data preset at ``scale`` (paper: as App. D; quick/smoke: a subsample, small d, few epochs, a cap)."""
-    if scale == "paper":
-        return cfg
-    model, data = (QUICK, QUICK_DATA) if scale == "quick" else (SMOKE, SMOKE_DATA)
-    pre = replace(cfg.data.preprocess, min_count=data["min_count"], max_length=data["max_length"])
-    return replace(cfg, model=replace(cfg.model, d=model["d"]),
-                   train=replace(cfg.train, epochs=model["epochs"], decay_epochs=model["decay_epochs"]),
-                   data=replace(cfg.data, subsample=data["subsample"], preprocess=pre))
-
-
-def _yelp(cfg: AttentionConfig) -> AttentionConfig:
-    return replace(cfg, data=replace(cfg.data, source="yelp"))
-
-
-for _name, _desc, _cfg in (
-    ("attention-imdb-one-layer", "Fig. 3 of paper B (IMDB row): one-layer model, AdamW lr 0.01, 500 epochs, "
-     "d=2048 on the packaged IMDB reviews (--set data.path=FILE.csv for your own)", IMDB_ONE_LAYER),
-    ("attention-imdb-two-layer", "Fig. 1 of paper B (IMDB row): two-layer model (17), same settings",
-     IMDB_TWO_LAYER),
-    ("attention-yelp-one-layer", "Fig. 3 of paper B (Yelp row): one-layer model on Yelp reviews "
-     "(needs --set data.path=yelp_academic_dataset_review.json)", _yelp(IMDB_ONE_LAYER)),
-    ("attention-yelp-two-layer", "Fig. 1 of paper B (Yelp row): two-layer model on Yelp reviews "
-     "(needs --set data.path=...)", _yelp(IMDB_TWO_LAYER)),
-):
-    register_preset(Preset(_name, _desc, lambda scale, cfg=_cfg: scaled(cfg, scale)))
-
-
-FIGURES = {
-    "attention-fig3": "Fig. 3: one-layer model on IMDB (and Yelp): <E_s, p>, <E_s, v> vs PD(s)",
-    "attention-fig1": "Fig. 1: two-layer model (17) on IMDB (and Yelp): <E_s, p>, <E_s, v> vs PD(s)",
-}
+FIGURES = GROUPS["attention-imdb"].figures
 
 
 SOURCE = {"one_layer": "Fig. 3 of paper B", "two_layer": "Fig. 1 of paper B"}
@@ -155,7 +96,7 @@ def run_group(ctx: RunContext) -> RunResult:
     # every dataset is read before any training, the user's Yelp file first (a bad file fails at once)
     for key, (name, data_changes) in sorted(datasets.items(), key=lambda kv: kv[0] != "yelp") if models else ():
         ctx.say(f"{name}: reading and preprocessing")
-        built[key] = replace(scaled(base[models[0]], ctx.scale).data, **data_changes).build()
+        built[key] = replace(real_text_scaled(base[models[0]], ctx.scale).data, **data_changes).build()
     data_tables = [Table(f"{name} data", ("quantity", "value"), tuple(built[key].facts.items()))
                    for key, (name, _) in datasets.items() if models]
     out = ensure_dir(ctx.out)  # only once every dataset has been read: a bad file leaves nothing behind
@@ -165,7 +106,7 @@ def run_group(ctx: RunContext) -> RunResult:
     for key, (name, data_changes) in datasets.items():
         data = built[key]
         for model, (suffix, train_v, variant) in itertools.product(models, VARIANTS):
-            cfg = scaled(base[model], ctx.scale)
+            cfg = real_text_scaled(base[model], ctx.scale)
             if reduced[model]:
                 cfg = cpu_reduced(cfg)
             cfg = replace(cfg, seeds=max(1, ctx.seeds), device=ctx.device, model=replace(cfg.model, train_v=train_v),
@@ -194,9 +135,5 @@ def read_yelp(ctx: RunContext) -> None:
     """The door check of ``--yelp``: the user's file read through with the selection the group uses (UTF-8, JSON
     lines, star ratings, at least one eligible review), before any group of the run starts."""
     if ctx.yelp:
-        read_yelp_jsonl(ctx.yelp, scaled(IMDB_ONE_LAYER, ctx.scale).data.yelp)
+        read_yelp_jsonl(ctx.yelp, real_text_scaled(IMDB_ONE_LAYER, ctx.scale).data.yelp)
 
-
-register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group,
-                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), read_inputs=read_yelp,
-                     regrade=regrade))

@@ -15,7 +15,8 @@ from ...metrics import cosine
 from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_least
 from ...training.history import History
 from ...training.linear import LinearReference
-from ..base import Group, RunContext, raise_if_failed, register_group
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
 from ..claims import cite
 from .checks import (
     ENTROPY_DRAWS,
@@ -33,15 +34,7 @@ from .runs import data_for, prepare, reference, train_run
 from .speed import speed
 from .spread import run_spread
 
-FIGURES = {
-    "linear-fig1": "2D example: contexts, W^mm rows and hyperplanes; GD training panels",
-    "linear-fig2": "2D example: P heatmap, rows of W^mm, rows of W*",
-    "linear-fig3": "eight random contexts of the overparameterized dataset",
-    "linear-fig4": "GD on the overparameterized dataset (CE, norm, correlations, F-part)",
-    "linear-fig5": "normalized GD and Adam on the same dataset",
-    "linear-regpath": "regularization path: alignment and F-part against the norm bound B",
-    "linear-spread": "Figs. 4-5 over many random datasets: the band of GD, NGD and Adam, and where seed 0 lies",
-}
+FIGURES = GROUPS["linear"].figures
 
 
 def run_group(ctx: RunContext) -> RunResult:
@@ -240,7 +233,3 @@ def _regpath(data: NTPData, ref: LinearReference, B_values, data_seed: int):
                   tuple((p.B, p.norm, float(c), float(f), p.kkt_residual, p.attained)
                         for p, c, f in zip(points, cos, f_err, strict=True)))
     return fig, checks, table
-
-
-register_group(Group("linear", "Paper A: linear NTP", FIGURES, run_group,
-                     presets=("linear-2d", "linear-fig4-gd", "linear-fig5-ngd", "linear-fig5-adam")))

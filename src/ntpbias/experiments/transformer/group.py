@@ -13,13 +13,8 @@ from ...geometry.transformer import optimum as th
 from ...io import ensure_dir, write_json
 from ...results import FigureSpec, RunResult, Section, Table
 from ...training.history import History
-from ..base import (
-    Group,
-    RunContext,
-    raise_if_failed,
-    register_group,
-    register_trainer,
-)
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
 from .checks import EXAMPLE1_COS, example1_checks, theory_checks
 from .config import EXAMPLE1, FIG2, FIG2_SAMPLES, JOINT, PROP2, UNIT, TransformerConfig
 from .generalization import example2, generalization
@@ -71,22 +66,11 @@ def train_transformer(cfg: TransformerConfig, ctx: RunContext) -> RunResult:
                       "message": "" if failed is None else failed.message, "constants": consts}, failure=failed)
 
 
-register_trainer("transformer", TransformerConfig, train_transformer)
-
 
 LEMMA7_STEPS = 6000
 
 
-FIGURES = {
-    "transformer-fig1": "Fig. 1 for Example 1: the collocation and each query's partial order",
-    "transformer-fig2": "Fig. 2: stage-1 and stage-2 loss, direction and norm on a random |V| = 20 dataset",
-    "transformer-stage2": "stage-2 diagnostics: excess loss, attention on optimal tokens (Lemma 5, Thm 2), Lemma 6",
-    "transformer-example2": "Algorithm 1 on Example 1 (reference values) and Example 2's unseen inputs SP, OSP, VP",
-    "transformer-generalization": "Theorem 3: predicted vs expected next tokens of unseen inputs (tables)",
-    "transformer-ablation": "non-orthonormal (unit-norm) embeddings and one-stage joint training (outside the theory)",
-    "transformer-prop2": "Proposition 2 vs the W_kq* QP on data with several optimal tokens per query (the 5-token "
-                         "counterexample and the 'samples' generator), trained by Algorithm 1",
-}
+FIGURES = GROUPS["transformer"].figures
 
 
 FIG2_CAPTION = ("Upper row, stage 1 (Prop. 1): L_0(W_ov^(t)) with Prop. 1's loss bounds, cos(W_ov^(t), W_ov*) (exactly "
@@ -264,8 +248,3 @@ def _ablation_table(unit: list[SeedRun], joint: list[SeedRun]) -> Table:
                      final(r.joint, "loss"), final(r.joint, "accuracy")))
     return Table("Ablations: final alignment and loss", ("run", "seed", "cos(W_ov, W_ov*)", "cos(W_kq, W_kq*)",
                                                          "loss", "accuracy"), tuple(rows))
-
-
-register_group(Group("transformer", "Paper C: one-layer transformer (Algorithm 1)", FIGURES, run_group,
-                     presets=("transformer-fig2", "transformer-example1", "transformer-unit", "transformer-joint",
-                              "transformer-prop2", "transformer-fig2-samples")))
