@@ -12,7 +12,10 @@ Sections (each prints a Markdown table):
 * ``imdb``: Figure 3 (model (1) on the 25,000 packaged IMDB reviews, 512-token cap, d = 2048, 500 epochs = 98,000
   steps, float32): the same columns, extrapolated.
 * ``two``: model (17) on IMDB batches (float32): seconds per step at d = 2048 (and the ``--two-dims`` given), one
-  padded batch against length groups, and the (d, epochs) that fit in 60 minutes at the measured rate.
+  padded batch against length groups; length groups as before (a dense (|S|, d) gradient of E per group, summed)
+  against now (each group's gradient with respect to E_X added into one buffer), in the same run; length groups with
+  the T x T products in bfloat16 (``mixed_precision``) and how far that moves a step's gradient (the checks of a
+  whole training: docs/benchmarks.md); and the (d, epochs) that fit in 60 minutes at the measured rate.
 
 Memory traffic: AdamW reads the parameter, gradient and both moments and writes three of them (7 |S| d numbers per
 step); the fast gradient streams E twice and writes the gradient once (~4 |S| d). The "GB/s" columns are those
@@ -31,21 +34,22 @@ from pathlib import Path
 import torch
 from _common import print_table
 
-from ntpbias.experiments.attention.config import FIG2
-from ntpbias.experiments.attention.imdb import IMDB_ONE_LAYER
+from ntpbias.experiments.attention.config import FIG2, IMDB_ONE_LAYER
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer
 from ntpbias.training.optimizers import Optimizer
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-def _paths(ds, cfg, dtype, *, model="one_layer", d=None, steps_per_epoch=None):
-    """(today's problem and optimizer, the fast problem and optimizer), both initialised from seed 0."""
+def _paths(ds, cfg, dtype, *, model="one_layer", d=None, steps_per_epoch=None, mixed=()):
+    """(today's problem and optimizer, the fast problem and optimizer), both initialised from seed 0; ``mixed``: also
+    the fast path with ``mixed_precision`` (model (17))."""
     d = d or cfg.model.d
     out = []
-    for fast in (False, True):
+    for fast, low in ((False, False), (True, False), *((True, True) for _ in mixed)):
         problem = ClassifierProblem(ds, model=model, d=d, train_v=cfg.model.train_v, batch_size=cfg.train.batch_size,
-                                    dtype=dtype, gradient="auto" if fast else "autograd", group_lengths=fast)
+                                    dtype=dtype, gradient="auto" if fast else "autograd", group_lengths=fast,
+                                    **({"mixed_precision": True} if low else {}))
         spe = steps_per_epoch or problem.steps_per_epoch
         opt = Optimizer(classifier_optimizer(cfg.optimizer, steps_per_epoch=spe, decay_epochs=cfg.train.decay_epochs),
                         fused=fast)
@@ -72,6 +76,31 @@ def _time_steps(problem, opt, params, steps: int, warmup: int = 2):
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731  (median: robust to other users' load)
     cpu = med([g + o for g, o in zip(grad_t, opt_t, strict=True)])
     return (med(wall), cpu, med(grad_t), med(opt_t)), params
+
+
+class DenseGroups:
+    """The previous step of model (17), for the comparison: autograd through the module for each length group,
+    which forms a dense (|S|, d) gradient of E per group, summed over the groups (a problem's ``loss_and_grad``)."""
+
+    def __init__(self, problem):
+        self.p = problem
+
+    def loss_and_grad(self, params, step, generators):
+        import torch.nn.functional as F
+
+        p = self.p
+        k = p._epoch(step, generators)
+        leaves = {name: v[0].detach().requires_grad_(True) for name, v in params.items()}
+        parts = p._groups(0, k)
+        n = sum(len(y) for _, _, y in parts)
+        total, acc = 0.0, None
+        for X, mask, y in parts:
+            with torch.enable_grad():
+                part = F.softplus(-y * p._call(leaves, 0, X, mask)).sum() / n
+                gs = torch.autograd.grad(part, list(leaves.values()))
+            total = total + part.detach()
+            acc = list(gs) if acc is None else [a + g for a, g in zip(acc, gs, strict=True)]
+        return torch.stack([total]), {name: g[None] for name, g in zip(leaves, acc, strict=True)}
 
 
 def _rel_diff(a: dict, b: dict) -> float:
@@ -170,21 +199,37 @@ def main() -> None:
         cfg = replace(IMDB_ONE_LAYER, model=replace(IMDB_ONE_LAYER.model, kind="two_layer"))
         rows = []
         for d in args.two_dims:
-            (slow, slow_opt), (fast, fast_opt) = _paths(imdb.ds, cfg, torch.float32, model="two_layer", d=d)
+            (slow, slow_opt), (fast, fast_opt), (low, low_opt) = _paths(imdb.ds, cfg, torch.float32, model="two_layer",
+                                                                        d=d, mixed=(True,))
             init = slow.init_params([0])
             fast.init_params([0])
+            low.init_params([0])
             n = 2 if d >= 1024 else 4
             (t_slow, c_slow, _, _), _ = _time_steps(slow, slow_opt, {k: v.clone() for k, v in init.items()}, n,
                                                     warmup=1)
-            (t_fast, c_fast, _, _), _ = _time_steps(fast, fast_opt, {k: v.clone() for k, v in init.items()}, 2 * n,
-                                                    warmup=1)
+            _, dense_opt = _paths(imdb.ds, cfg, torch.float32, model="two_layer", d=d)[1]
+            (t_dense, c_dense, _, _), _ = _time_steps(DenseGroups(fast), dense_opt,
+                                                      {k: v.clone() for k, v in init.items()}, 2 * n, warmup=1)
+            (t_fast, c_fast, _, _), _ = _time_steps(fast, fast_opt, {k: v.clone() for k, v in init.items()},
+                                                    2 * n, warmup=1)
+            (t_low, c_low, _, _), _ = _time_steps(low, low_opt, {k: v.clone() for k, v in init.items()}, 2 * n,
+                                                  warmup=1)
+            gens = [torch.Generator().manual_seed(17)]  # the first step's gradient, float32 against bfloat16 products
+            g_fast = {k: v.clone() for k, v in fast.loss_and_grad(init, 0, gens)[1].items()}
+            g_low = low.loss_and_grad(init, 0, gens)[1]
             epoch = c_fast * spe
-            rows.append([d, f"{t_slow:.2f} ({c_slow:.2f})", f"{t_fast:.2f} ({c_fast:.2f})", f"{1 / c_fast:.2f}",
+            rows.append([d, f"{t_slow:.2f} ({c_slow:.2f})", f"{t_dense:.2f} ({c_dense:.2f})",
+                         f"{t_fast:.2f} ({c_fast:.2f})", f"{c_dense / c_fast:.2f}x", f"{1 / c_fast:.2f}",
                          f"{c_slow / c_fast:.1f}x", _fmt_time(epoch), f"{3600 / epoch:.1f}",
-                         f"{500 * epoch / 3600:.0f} h"])
+                         f"{500 * epoch / 3600:.0f} h", f"{t_low:.2f} ({c_low:.2f})", f"{c_fast / c_low:.1f}x",
+                         f"{_rel_diff(g_low, g_fast):.1e}"])
         print_table("Model (17) on IMDB (float32, batch 128, sequences up to 512 tokens); epochs from the CPU time",
-                    ["d", "today s/step (CPU)", "length groups s/step (CPU)", "steps/s (CPU)", "speed-up (CPU)",
-                     "one epoch (CPU)", "epochs in 60 min", "500 epochs"], rows)
+                    ["d", "one padded batch, plain AdamW s/step (CPU)",
+                     "length groups, a dense E gradient per group (before) s/step (CPU)",
+                     "length groups, E_X gradients into one buffer (now) s/step (CPU)", "now vs before (CPU)",
+                     "steps/s (CPU)", "speed-up (CPU)", "one epoch (CPU)", "epochs in 60 min", "500 epochs",
+                     "+ bfloat16 T x T products s/step (CPU)", "speed-up of bfloat16 (CPU)",
+                     "bfloat16: max rel. diff of a step's gradient"], rows)
 
 
 if __name__ == "__main__":

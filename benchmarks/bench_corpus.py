@@ -12,7 +12,8 @@ from collections import Counter, defaultdict
 import numpy as np
 from _common import print_table, timed
 
-from ntpbias.data.corpus import CorpusConfig, corpus_samples, corpus_statistics, tokenize_corpus
+from ntpbias.data.config import CorpusConfig
+from ntpbias.data.corpus import corpus_samples, corpus_statistics, tokenize_corpus
 
 
 def python_reference(ids: np.ndarray, lengths: np.ndarray, T: int) -> dict[tuple, Counter]:

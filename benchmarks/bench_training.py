@@ -1,19 +1,27 @@
-"""GD on paper A's Fig. 4 problem (m=50, d=60, V=10, |S_j|=6): iterations per second with metrics, 64 seeds
-batched against one seed, and a plain PyTorch autograd loop as the reference.
+"""Training-loop costs, each against its reference in the same run (CPU seconds of this process: steadier than wall time
+on a shared machine):
 
-Run: python benchmarks/bench_training.py [--steps 10000]
+* ``linear``: GD on paper A's Fig. 4 problem (m=50, d=60, V=10, |S_j|=6): iterations per second with metrics, 64 seeds
+  batched against one seed, and a plain PyTorch autograd loop as the reference.
+* ``metrics``: Algorithm 1 of paper C on Example 1 (``train --preset transformer-example1``'s training, ``--tf-steps``
+  steps per stage): the default logging (metrics at every step) against 50 log-spaced points, and the share of the
+  training the default logging takes.
+
+Run: python benchmarks/bench_training.py [linear metrics] [--steps 10000] [--tf-steps 6000]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
+import numpy as np
 import torch
 from _common import print_table, timed
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.training.linear import LinearNTPProblem
-from ntpbias.training.loop import TrainConfig, Trainer
+from ntpbias.training.loop import TrainConfig, Trainer  # (these paths also run on older checkouts, for "before")
 from ntpbias.training.optimizers import Optimizer, OptimizerConfig
 
 
@@ -36,10 +44,46 @@ def autograd_gd(data, steps: int):
     return float(loss)
 
 
+def algorithm1(task, steps: int, *, log_every: int, log_points: int):
+    """Both stages of Algorithm 1 on ``task`` (Example 1's step sizes), ``steps`` steps each."""
+    from ntpbias.training.transformer import train_two_stage
+
+    cfg = TrainConfig(steps=steps, log_every=log_every, log_points=log_points)
+    return train_two_stage(task, eta0=0.1, eta=0.025, stage1=cfg, stage2=cfg, seeds=[0])
+
+
+def metrics_rows(steps: int, repeat: int = 3) -> None:
+    from ntpbias.data.sentences import example1
+    from ntpbias.models.transformer import token_embeddings
+    from ntpbias.training.transformer import TransformerTask
+
+    ds = example1()
+    task = TransformerTask.build(ds, token_embeddings(ds.V))
+    t_all, r_all = timed(lambda: algorithm1(task, steps, log_every=1, log_points=0), repeat=repeat,
+                         clock=time.process_time)
+    t_log, r_log = timed(lambda: algorithm1(task, steps, log_every=0, log_points=50), repeat=repeat,
+                         clock=time.process_time)
+    same = all(np.array_equal(a[k][-1], b[k][-1]) for a, b in zip(r_all.histories, r_log.histories, strict=True)
+               for k in b.columns)
+    rows = [[f"metrics at every step (the default), {2 * steps} logs", f"{t_all:.3g}", f"{2 * steps / t_all:.0f}",
+             f"{(t_all - t_log) / t_all:.0%}"],
+            [f"50 log-spaced points per stage (reference), {sum(len(h.steps) for h in r_log.histories)} logs",
+             f"{t_log:.3g}", f"{2 * steps / t_log:.0f}", "-"]]
+    print_table(f"Paper C, Algorithm 1 on Example 1: {steps} + {steps} steps, CPU seconds (best of {repeat})",
+                ["logging", "CPU s", "steps/s", "share of the training spent logging"], rows)
+    print(f"\nthe last logged values agree between the two: {same}")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sections", nargs="*", default=["linear", "metrics"], choices=["linear", "metrics"])
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--tf-steps", type=int, default=6000, help="metrics: steps of each stage of Algorithm 1")
     args = parser.parse_args()
+    if "metrics" in args.sections:
+        metrics_rows(args.tf_steps)
+    if "linear" not in args.sections:
+        return
     data = random_ntp(seed=0)
     ref = LinearNTPProblem.reference_for(data)
     steps = args.steps

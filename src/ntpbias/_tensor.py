@@ -8,10 +8,8 @@ import numpy as np
 import torch
 
 DEFAULT_DTYPE = torch.float64
-#: the ``dtype`` names every config accepts
+#: the torch dtype of each ``dtype`` name a config accepts (:data:`ntpbias.config.DTYPE_BYTES`, which holds no torch)
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-#: the ``device`` names every config accepts: cpu, cuda, cuda:N
-DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 
 def floating_dtype(where: str, dtype) -> torch.dtype:

@@ -23,20 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from ._repr import short_repr
-from ._tensor import DEVICE_PATTERN, resolve_device
-from .config import FieldError, apply_overrides, argument, unknown_keyword
+from ._tensor import resolve_device
+from .config import DEVICE_PATTERN, FieldError, apply_overrides, argument, unknown_keyword
 from .errors import ArgumentTypeError, ConfigError, DataError, describe_value
-from .experiments import GROUPS, TRAINERS
-from .experiments.base import (
-    SCALES,
-    RunContext,
-    get_preset,
-    load_run_config,
-    preflight,
-    raise_if_failed,
-    resolve_ids,
-)
-from .io import as_path, ensure_dir, input_file, no_empty_leftovers, read_input_text, write_json
+from .experiments.base import SCALES, RunContext, preflight, raise_if_failed
+from .experiments.catalog import EXPERIMENTS, GROUPS, get_experiment, get_preset, load_run_config, resolve_ids
+from .io import as_path, ensure_dir, input_file, locked_dir, no_empty_leftovers, read_input_text, write_json
 from .parallel import check_reachable
 from .report import draw, render
 from .results import (
@@ -125,7 +117,7 @@ def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
     preflight(cfg)
     check_outputs(ctx.out)
     with claim_run_dir(ctx.out, overwrite=ctx.overwrite, resume=ctx.resume):
-        result = TRAINERS[cfg.experiment][1](cfg, ctx)
+        result = get_experiment(cfg.experiment).train(cfg, ctx)
         save_run(ctx.out, result, command=command)
     return result
 
@@ -149,7 +141,8 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
             group_dir = out if len(chosen) == 1 else out / gid
             say(f"[bold]{GROUPS[gid].title}[/]")
             with no_empty_leftovers(group_dir):
-                result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
+                result = GROUPS[gid](replace(ctx, out=group_dir, figures=figures))
+            _grade_at(result, ctx.scale)
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
         if len(chosen) > 1:
@@ -163,6 +156,39 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
                 "passed": all(s.passed for s in sections),
             })
     return sections
+
+
+def _grade_at(result: RunResult, scale: str) -> None:
+    """Smoke scale is a plumbing test: every check is computed, none is graded."""
+    if scale == "smoke":
+        result.section.checks = [dataclasses.replace(c, graded=False) for c in result.section.checks]
+
+
+def regrade(out: str | Path, *, command: str = "") -> list[Section]:
+    """``ntpbias reproduce --regrade``: the checks, tables, figures, ``summary.json`` and ``report.html`` of a
+    finished one-group run directory again, from its saved outputs (no training), with this version's checks."""
+    out = Path(out)
+    path = out / "summary.json"
+    if not path.is_file():
+        raise DataError(f"{out}: not a run directory (no summary.json); pass the --out of a finished reproduce run")
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    gid = (summary.get("sections") or [{}])[0].get("id")
+    group = GROUPS.get(gid)
+    if group is None or group.regrade is None:
+        able = ", ".join(g.id for g in GROUPS.values() if g.regrade is not None)
+        raise DataError(f"{out}: a run of {gid!r} cannot be regraded from its outputs (groups that can: {able}); "
+                        "use --resume to recompute from its checkpoints")
+    with locked_dir(out):  # no other run writes here meanwhile
+        result = group.regrade_run(out)
+        _grade_at(result, summary.get("scale", "quick"))
+        save_run(out, result, command=command)
+    return [result.section]
+
+
+def _check_from_record(record: dict) -> Check:
+    """A check of summary.json (fields a newer or older ntpbias added are left out)."""
+    fields = {f.name for f in dataclasses.fields(Check)}
+    return Check(**{k: v for k, v in record.items() if k in fields})
 
 
 # ---------------------------------------------------------------------------------------------- notebook API
@@ -286,7 +312,8 @@ def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str
     """
     import dataclasses
 
-    from .data.corpus import CorpusConfig, export_ntp_data, tokenize_corpus
+    from .data.config import CorpusConfig
+    from .data.corpus import export_ntp_data, tokenize_corpus
 
     where = "from_text"
     valid = [f.name for f in dataclasses.fields(CorpusConfig)]
@@ -358,9 +385,10 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
         cfg = get_preset(argument(where, "preset", preset, str)).make(scale)
     elif isinstance(config, (str, Path)):
         cfg = load_run_config(config)
-    elif config is None or getattr(config, "experiment", None) not in TRAINERS or isinstance(config, type):
+    elif config is None or getattr(config, "experiment", None) not in EXPERIMENTS or isinstance(config, type):
+        classes = ", ".join(e.config.rpartition(":")[2] for e in EXPERIMENTS.values())
         raise ArgumentTypeError(f"{where}: config = {describe_value(config)}: expected a preset name, a TOML path or "
-                                f"a run config object (one of {', '.join(c.__name__ for c, _ in TRAINERS.values())})")
+                                f"a run config object (one of {classes})")
     else:
         cfg = config
     cfg = apply_overrides(cfg, [f"{k}={v}" for k, v in (set or {}).items()])
@@ -455,9 +483,8 @@ def load_run(path: str | Path) -> Run:
     rows = [r for r in rows if "step" in r]  # training histories (a separability study's rows are curves over d)
     names = list(dict.fromkeys(r.get("run", "") for r in rows))
     histories = {name: History.from_rows(rows, name) for name in names}
-    fields = {f.name for f in dataclasses.fields(Check)}
-    checks = [Check(**{k: v for k, v in c.items() if k in fields}) for c in summary.get("checks", [])]
+    checks = [_check_from_record(c) for c in summary.get("checks", [])]
     config = summary.get("config")
-    if isinstance(config, dict) and config.get("experiment") in TRAINERS:
+    if isinstance(config, dict) and config.get("experiment") in EXPERIMENTS:
         config = load_run_config(path / "config.toml")
     return Run(out=path, config=config, histories=histories, checks=checks, summary=summary)

@@ -39,6 +39,10 @@ C = TypeVar("C")
 
 #: every integer setting fits a signed 64-bit integer (torch and numpy seeds, sizes)
 INT64_MAX = 2**63 - 1
+#: the ``dtype`` names every config accepts, with the bytes of one element (the memory estimates)
+DTYPE_BYTES = {"float64": 8, "float32": 4}
+#: the ``device`` names every config accepts: cpu, cuda, cuda:N
+DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 
 class FieldError(ConfigError):

@@ -7,10 +7,9 @@ import pytest
 import scipy.optimize
 import torch
 
+from ntpbias.data.config import KLevelLaw, power_level_sizes
 from ntpbias.data.tokens import (
-    KLevelLaw,
     TokenSequences,
-    power_level_sizes,
     relevant_tokens,
     sample_assumption1,
     sample_k_level,

@@ -7,9 +7,10 @@ import torch
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.linear.loss import smoothness_bound
+from ntpbias.training.config import OptimizerConfig, TrainConfig
 from ntpbias.training.linear import LinearNTPProblem
-from ntpbias.training.loop import TrainConfig, Trainer
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.loop import Trainer
+from ntpbias.training.optimizers import Optimizer
 
 
 @pytest.fixture(scope="module")

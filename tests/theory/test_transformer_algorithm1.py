@@ -17,8 +17,8 @@ from ntpbias.experiments import transformer as ex
 from ntpbias.geometry.transformer import bounds as tb
 from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
-from ntpbias.training.loop import TrainConfig
-from ntpbias.training.transformer import Stage2Problem, TransformerTask, paper_step_sizes, train_two_stage
+from ntpbias.training.config import TrainConfig, paper_step_sizes
+from ntpbias.training.transformer import Stage2Problem, TransformerTask, train_two_stage
 
 EVERY_STEP = TrainConfig(steps=900, log_points=0, log_every=1)
 
@@ -125,13 +125,13 @@ def test_lemma5_per_sample_on_the_engine(monkeypatch):
     task = TransformerTask.build(generate_samples(8, seed=2), token_embeddings(8))
     opt = task.structure.optimal
     seen = []
-    original = Stage2Problem.metrics
+    original = Stage2Problem.loss_grad_metrics  # a logged step's metrics (every step here) come from it
 
-    def recording(self, params):
+    def recording(self, params, step, generators):
         seen.append(params["W_kq"][0].clone())
-        return original(self, params)
+        return original(self, params, step, generators)
 
-    monkeypatch.setattr(Stage2Problem, "metrics", recording)
+    monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", recording)
     eta0, eta = paper_step_sizes(8)
     cfg = TrainConfig(steps=300, log_points=0, log_every=1)
     train_two_stage(task, eta0=eta0, eta=eta, stage1=cfg, stage2=cfg, seeds=[0])

@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "ntpbias"
 
 #: bottom to top; a module may import its own layer and the layers below it
 LAYERS = [
-    ("plumbing", {"errors", "_tensor", "_repr", "io", "config", "limits", "stats", "parallel"}),
+    ("plumbing", {"errors", "_lazy", "_tensor", "_repr", "io", "config", "limits", "stats", "parallel"}),
     ("data", {"data"}),
     ("models", {"models"}),
     ("geometry", {"geometry"}),
@@ -30,7 +30,7 @@ LAYERS = [
 LAYER_OF = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
 #: geometry's floors, bottom to top (the README's Development section): a part imports only its floor and those below
 GEOMETRY_LAYERS = [
-    ("foundations", {"constraints", "norms", "scaling"}),
+    ("foundations", {"config", "constraints", "norms", "scaling"}),
     ("solver machinery", {"solvers"}),
     ("paper A's objects, the max-margin programs", {"linear", "margins"}),
     ("separability, each paper's objects", {"separability", "attention", "transformer", "ufm"}),

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from ntpbias.data.tokens import KLevelLaw, TokenSequences, relevant_tokens, sample_assumption1, sample_k_level
+from ntpbias.data.config import KLevelLaw
+from ntpbias.data.tokens import TokenSequences, relevant_tokens, sample_assumption1, sample_k_level
 from ntpbias.geometry.attention import selection as gs
 from ntpbias.geometry.attention import stage_one as ga
 from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention
@@ -17,11 +18,12 @@ from ntpbias.training.attention import (
     ClassifierProblem,
     StageTwoProblem,
     classifier_optimizer,
-    epoch_permutation,
     train_stage_two,
 )
-from ntpbias.training.loop import TrainConfig, Trainer
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.batches import epoch_permutation
+from ntpbias.training.config import OptimizerConfig, TrainConfig
+from ntpbias.training.loop import Trainer
+from ntpbias.training.optimizers import Optimizer
 
 ADAMW = OptimizerConfig(name="adamw", lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-3)
 

@@ -13,8 +13,9 @@ from ntpbias.data.synthetic import random_ntp
 from ntpbias.data.tokens import TokenSequences
 from ntpbias.geometry.margins.program import ntp_svm
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer
-from ntpbias.training.loop import TrainConfig, Trainer
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.config import OptimizerConfig, TrainConfig
+from ntpbias.training.loop import Trainer
+from ntpbias.training.optimizers import Optimizer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

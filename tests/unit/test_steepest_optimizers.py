@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ntpbias.geometry.norms import DUAL, NORMS, matrix_norm
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.config import OptimizerConfig
+from ntpbias.training.optimizers import Optimizer
 from ntpbias.training.steepest import polar, steepest_direction
 
 

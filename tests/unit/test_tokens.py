@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from ntpbias.data.config import KLevelLaw, power_level_sizes
 from ntpbias.data.tokens import (
-    KLevelLaw,
     TokenSequences,
-    power_level_sizes,
     relevant_tokens,
     sample_assumption1,
     sample_k_level,

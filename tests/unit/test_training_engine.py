@@ -9,10 +9,11 @@ import torch
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.linear.loss import cross_entropy_grad
+from ntpbias.training.config import OptimizerConfig, TrainConfig
 from ntpbias.training.init import lecun
 from ntpbias.training.linear import LinearNTPProblem
-from ntpbias.training.loop import TrainConfig, Trainer, log_steps
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.loop import Trainer, log_steps
+from ntpbias.training.optimizers import Optimizer
 
 
 def _rand(*shape, seed=0):

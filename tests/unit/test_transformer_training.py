@@ -15,14 +15,13 @@ from ntpbias.experiments import transformer as ex
 from ntpbias.geometry.transformer import optimum as th
 from ntpbias.metrics import DEFINITIONS
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
-from ntpbias.training.loop import TrainConfig
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.config import OptimizerConfig, TrainConfig, paper_step_sizes
+from ntpbias.training.optimizers import Optimizer
 from ntpbias.training.transformer import (
     JointProblem,
     Stage1Problem,
     Stage2Problem,
     TransformerTask,
-    paper_step_sizes,
     predict,
     train_two_stage,
 )
@@ -232,17 +231,17 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
     cfg = TrainConfig(steps=60, log_points=0, log_every=1, checkpoint_every=10)
     kw = {"eta0": 0.1, "eta": 0.025, "stage1": cfg, "stage2": cfg, "seeds": [0]}
     full = train_two_stage(task, **kw)
-    original = Stage2Problem.loss_and_grad
+    original = Stage2Problem.loss_grad_metrics  # a logged step's gradient (every step here) comes from it
 
     def interrupted(self, params, step, generators):
         if step == 25:
             raise KeyboardInterrupt
         return original(self, params, step, generators)
 
-    monkeypatch.setattr(Stage2Problem, "loss_and_grad", interrupted)
+    monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", interrupted)
     part = train_two_stage(task, checkpoint_dir=tmp_path, **kw)
     assert part.stage2.status == "interrupted" and part.stage2.step == 25
-    monkeypatch.setattr(Stage2Problem, "loss_and_grad", original)
+    monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", original)
     resumed = train_two_stage(task, checkpoint_dir=tmp_path, resume=True, **kw)
     assert resumed.status == "completed"
     assert torch.equal(resumed.W_kq, full.W_kq) and torch.equal(resumed.W_ov, full.W_ov)

@@ -14,9 +14,10 @@ from ntpbias.data.planted import planted_supports
 from ntpbias.errors import ConfigError
 from ntpbias.geometry.ufm.logits import finite_logits, project_F
 from ntpbias.metrics import DEFINITIONS
+from ntpbias.training.config import OptimizerConfig, TrainConfig
 from ntpbias.training.history import History
-from ntpbias.training.loop import TrainConfig, Trainer
-from ntpbias.training.optimizers import Optimizer, OptimizerConfig
+from ntpbias.training.loop import Trainer
+from ntpbias.training.optimizers import Optimizer
 from ntpbias.training.ufm import UFMProblem, UFMReference
 from ntpbias.training.ufm_path import regularization_path
 

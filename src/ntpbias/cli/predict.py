@@ -54,8 +54,8 @@ def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
     from ..data.unseen import theorem3_premise
     from ..errors import DataError
     from ..models.transformer import token_embeddings
-    from ..training.loop import TrainConfig
-    from ..training.transformer import TransformerTask, paper_step_sizes, train_two_stage
+    from ..training.config import TrainConfig, paper_step_sizes
+    from ..training.transformer import TransformerTask, train_two_stage
     from ..training.transformer import predict as model_predict
     from .structure import load_sentences
 

@@ -13,15 +13,15 @@ from ._common import cli
 def settings_rows(name: str | None):
     """``[(title, rows)]`` for an experiment, a preset (its values as defaults), or every experiment (``None``)."""
     from ..config import describe
-    from ..experiments import PRESETS, TRAINERS
+    from ..experiments.catalog import EXPERIMENTS, PRESETS
 
     if name is None:
-        return [(kind, describe(cls)) for kind, (cls, _) in TRAINERS.items()]
-    if name in TRAINERS:
-        return [(name, describe(TRAINERS[name][0]))]
+        return [(kind, describe(e.config_class)) for kind, e in EXPERIMENTS.items()]
+    if name in EXPERIMENTS:
+        return [(name, describe(EXPERIMENTS[name].config_class))]
     if name in PRESETS:
         return [(f"preset {name} (paper scale)", describe(PRESETS[name].make("paper")))]
-    raise ConfigError(f"unknown experiment or preset {name!r}; experiments: {', '.join(TRAINERS)}; presets: "
+    raise ConfigError(f"unknown experiment or preset {name!r}; experiments: {', '.join(EXPERIMENTS)}; presets: "
                       "see `ntpbias list`")
 
 

@@ -1,5 +1,6 @@
 """What models learn from: NTP data in distinct-context form, sequence readers, synthetic generators."""
 
-from .ntp import NTPData
+from .._lazy import lazy_exports
 
 __all__ = ["NTPData"]
+__getattr__, __dir__ = lazy_exports(__name__, {"NTPData": ".ntp"})

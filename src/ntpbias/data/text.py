@@ -45,13 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config, setting
 from ..errors import ConfigError, DataError
 from ..io import input_file, sha256_file, write_npz
+from .config import WORDPIECE_NAMES, PreprocessConfig, YelpConfig
 from .reviews import (
     MOVIE_REVIEWS,
     LabelledTexts,
-    YelpConfig,
     movie_reviews_path,
     read_imdb_csv,
     read_movie_reviews,
@@ -61,8 +60,6 @@ from .tokens import TokenSequences
 
 #: Bump when the pipeline's output for an unchanged config changes (invalidates old cache entries).
 PIPELINE_VERSION = 1
-#: Tokenizer names that mean the bundled bert-base-uncased WordPiece vocabulary.
-WORDPIECE_NAMES = ("bert-base-uncased", "wordpiece")
 
 _TAG_RE = re.compile(r"<\s*/?\s*[A-Za-z][^<>]*>")
 _PUNCT_RE = re.compile(r"[^\w\s]|_")
@@ -177,50 +174,6 @@ def wordpiece_tokenizer(name: str = "bert-base-uncased"):
     return tok
 
 
-# ================================================================================================ config
-@dataclass(frozen=True)
-class PreprocessConfig(Config):
-    """The paper's preprocessing pipeline (Sec. 5 of paper B; docs/paper-b-attention.md#decisions, B-D9); see the module
-    docstring for what each stage does."""
-
-    strip_html: bool = setting(True, "remove HTML tags")
-    lowercase: bool = setting(True, "lower-case the text")
-    remove_punctuation: bool = setting(True, "remove punctuation")
-    remove_stopwords: bool = setting(True, "remove stop words")
-    stopwords: str = setting("builtin", "builtin (NLTK's 179 English words, shipped) or a path to a list, one word "
-                             "per line", pattern=r".+", admits="a non-empty string")
-    stem: bool = setting(True, "Snowball-stem every word")
-    tokenizer: str = setting("bert-base-uncased", "bert-base-uncased (bundled WordPiece), word, or a path to a "
-                             "tokenizer.json", pattern=r".+", admits="a non-empty string")
-    min_count: int = setting(50, "purge tokens seen fewer than this many times (paper: 50; 0 or 1 keeps all)", ge=0)
-    max_length: int = setting(0, "keep the first max_length tokens of each sequence (0 = no cap; 512 is BERT's "
-                              "length, for the two-layer model's T x T attention)", ge=0)
-    drop_empty: bool = setting(True, "drop sequences left empty (counted in the report); false makes one an error")
-
-    def input_files(self) -> dict[str, str]:
-        files = {"stopwords": self.stopwords} if self.remove_stopwords and self.stopwords != "builtin" else {}
-        if self.tokenizer not in (*WORDPIECE_NAMES, "word"):
-            files["tokenizer"] = self.tokenizer
-        return files
-
-    def stages(self) -> tuple[str, ...]:
-        """Names of the enabled stages, in the order they run."""
-        on = [("strip_html", self.strip_html), ("lowercase", self.lowercase),
-              ("remove_punctuation", self.remove_punctuation), ("split_words", True),
-              ("remove_stopwords", self.remove_stopwords), ("stem", self.stem), ("tokenize", True),
-              ("purge", self.min_count > 1), ("truncate", self.max_length > 0)]
-        return tuple(name for name, enabled in on if enabled)
-
-    def _clean(self, text: str) -> str:
-        if self.strip_html:
-            text = strip_html(text)
-        if self.lowercase:
-            text = text.lower()
-        if self.remove_punctuation:
-            text = remove_punctuation(text)
-        return text
-
-
 # ================================================================================================ readers
 
 
@@ -247,6 +200,17 @@ class TokenizedTexts:
     token_ids: np.ndarray
 
 
+def _clean(config: PreprocessConfig, text: str) -> str:
+    """The stages of ``config`` before splitting into words: HTML tags, lower case, punctuation."""
+    if config.strip_html:
+        text = strip_html(text)
+    if config.lowercase:
+        text = text.lower()
+    if config.remove_punctuation:
+        text = remove_punctuation(text)
+    return text
+
+
 def tokenize_texts(texts: Sequence[str], config: PreprocessConfig = PreprocessConfig()) -> TokenizedTexts:
     """Stages 1-7 of the pipeline: clean, split, drop stop words, stem, tokenize (no purge, no cap).
 
@@ -257,7 +221,7 @@ def tokenize_texts(texts: Sequence[str], config: PreprocessConfig = PreprocessCo
     index: defaultdict[str, int] = defaultdict(itertools.count().__next__)  # distinct word -> code, in C
     codes, n_words = [], np.zeros(len(texts), dtype=np.int64)
     for i, text in enumerate(texts):  # loop over documents; the per-word work is C-level
-        text = config._clean(text)
+        text = _clean(config, text)
         # without punctuation every non-space character is a letter/digit: str.split is split_words, 3x faster
         words = text.split() if config.remove_punctuation else split_words(text)
         codes.append(np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words)))

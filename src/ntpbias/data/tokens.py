@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from .._tensor import DEFAULT_DTYPE, to_numpy
-from ..config import Config, setting
 from ..errors import ConfigError, DataError
+from .config import KLevelLaw
 
 
 @dataclass(frozen=True, eq=False)
@@ -338,121 +338,6 @@ def sample_assumption1(n: int = 16, T: int = 6, n_pos: int = 4, n_neg: int = 4, 
     X = rows.gather(1, order)
     y = torch.tensor([1.0, -1.0], dtype=DEFAULT_DTYPE).repeat(pairs)
     return TokenSequences.from_arrays(X, y, num_tokens=n_pos + n_neg + n_irr, source="sample_assumption1")
-
-
-def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -> tuple[int, ...]:
-    """Level sizes |S_k^{±1}| = offset + 2^(k - exponent_shift), k = 1..K.
-
-    The default ``4 + 2^k`` reproduces the paper's totals (|S| = 2048 with |S~| = 964,
-    docs/paper-b-attention.md#decisions); the formula printed in the paper, ``4 + 2^(k-1)``, is ``exponent_shift=1``
-    (|S| = 1538).
-
-    >>> power_level_sizes(8)
-    (6, 8, 12, 20, 36, 68, 132, 260)
-    """
-    if K < 1:
-        raise ConfigError(f"the number of levels K must be >= 1, got {K}")
-    return tuple(offset + 2 ** (k - exponent_shift) for k in range(1, K + 1))
-
-
-@dataclass(frozen=True)
-class KLevelLaw(Config):
-    """The K-level token law of eqs. (14)-(15) with the corrected opposite-polarity case
-    (docs/paper-b-attention.md#setting and #errata).
-
-    Given the label y, each of the T tokens of a sequence is drawn i.i.d. from
-
-        p(s|y) = (1 - δ~)/|S~|           for s ∈ S~ (irrelevant),
-                 δ~ (1 - δ_k)/N          for s ∈ S_k^{y},
-                 δ~ δ_k / N              for s ∈ S_k^{-y}   (the paper prints δ_k/N: a typo, it does not sum to 1),
-
-    with N = Σ_k |S_k^{±1}|. With equal class priors the posterior is eq. (16): p(y|s) = 1/2 on S~, 1 - δ_k on
-    S_k^y, δ_k on S_k^{-y}. Defaults are the paper's Figure-2 values (level sizes 4 + 2^k,
-    docs/paper-b-attention.md#decisions).
-
-    Token ids: ``[0, |S~|)`` irrelevant, then the positive levels S_1^{+1}, ..., S_K^{+1} in order, then the
-    negative levels S_1^{-1}, ..., S_K^{-1} (token ``t + N`` is the negative twin of positive token ``t``).
-
-    Examples
-    --------
-    >>> law = KLevelLaw()
-    >>> law.num_tokens, law.N, law.K
-    (2048, 542, 8)
-    >>> [round(x, 2) for x in law.posterior_difference()[law.level == 1][:1].tolist()]
-    [0.1]
-    """
-
-    irrelevant_size: int = setting(964, "irrelevant tokens |S~|", ge=1)
-    level_sizes: tuple[int, ...] = setting(factory=power_level_sizes, doc="|S_k^{+1}| = |S_k^{-1}| for k = 1..K "
-                                           "(default 4 + 2^k)", ge=1)
-    deltas: tuple[float, ...] = setting((0.45, 0.35, 0.3, 0.25, 0.2, 0.1, 0.05, 0.02), "δ_k of each level, eq. (15)",
-                                        gt=0, lt=1)
-    delta_tilde: float = setting(0.05, "δ~: probability mass of the relevant tokens", gt=0, lt=1)
-
-    def check(self):
-        if len(self.level_sizes) != len(self.deltas) or not self.deltas:
-            raise ConfigError(f"KLevelLaw: {len(self.level_sizes)} level sizes but {len(self.deltas)} deltas; give "
-                              f"one size and one delta per level (K >= 1)")
-        if min(self.level_sizes) < 1 or self.irrelevant_size < 1:
-            raise ConfigError(f"KLevelLaw: level sizes and irrelevant_size must be >= 1, got {self.level_sizes}, "
-                              f"{self.irrelevant_size}")
-        if not all(0.0 < x < 1.0 for x in (*self.deltas, self.delta_tilde)):
-            raise ConfigError(f"KLevelLaw: every delta_k and delta_tilde must lie in (0, 1), got deltas "
-                              f"{self.deltas}, delta_tilde {self.delta_tilde}")
-
-    @property
-    def K(self) -> int:
-        return len(self.level_sizes)
-
-    @property
-    def N(self) -> int:
-        """Σ_k |S_k^{+1}| (= Σ_k |S_k^{-1}|)."""
-        return sum(self.level_sizes)
-
-    @property
-    def num_tokens(self) -> int:
-        """|S| = |S~| + 2N."""
-        return self.irrelevant_size + 2 * self.N
-
-    @property
-    def level(self) -> torch.Tensor:
-        """(|S|,) int64: 0 for irrelevant tokens, k in 1..K for S_k^{±1}."""
-        lv = torch.repeat_interleave(torch.arange(1, self.K + 1), torch.tensor(self.level_sizes))
-        return torch.cat([torch.zeros(self.irrelevant_size, dtype=torch.int64), lv, lv])
-
-    @property
-    def polarity(self) -> torch.Tensor:
-        """(|S|,) int64: 0 irrelevant, +1 for S_k^{+1}, -1 for S_k^{-1}."""
-        return torch.cat([torch.zeros(self.irrelevant_size, dtype=torch.int64),
-                          torch.ones(self.N, dtype=torch.int64), -torch.ones(self.N, dtype=torch.int64)])
-
-    def vocab(self) -> tuple[str, ...]:
-        """Token names: ``irr<i>``, ``L<k>+<j>``, ``L<k>-<j>``."""
-        names = [f"irr{i}" for i in range(self.irrelevant_size)]
-        for sign in "+-":
-            names += [f"L{k}{sign}{j}" for k, size in enumerate(self.level_sizes, 1) for j in range(size)]
-        return tuple(names)
-
-    def probabilities(self) -> torch.Tensor:
-        """(2, |S|) float64: row 0 = p(s | y=-1), row 1 = p(s | y=+1), eq. (15) corrected."""
-        d = torch.tensor((0.0, *self.deltas), dtype=DEFAULT_DTYPE)[self.level]  # δ_k per token (0 on S~)
-        same = self.delta_tilde * (1 - d) / self.N
-        opposite = self.delta_tilde * d / self.N
-        irr = torch.full((self.num_tokens,), (1 - self.delta_tilde) / self.irrelevant_size, dtype=DEFAULT_DTYPE)
-        pol = self.polarity
-        plus = torch.where(pol == 0, irr, torch.where(pol > 0, same, opposite))
-        minus = torch.where(pol == 0, irr, torch.where(pol < 0, same, opposite))
-        return torch.stack([minus, plus])
-
-    def posterior(self, prior_positive: float = 0.5) -> torch.Tensor:
-        """(|S|,) p(y=+1 | s) by Bayes' rule from :meth:`probabilities`; eq. (16) for the default equal priors."""
-        P = self.probabilities()
-        joint_plus, joint_minus = prior_positive * P[1], (1 - prior_positive) * P[0]
-        return joint_plus / (joint_plus + joint_minus)
-
-    def posterior_difference(self, prior_positive: float = 0.5) -> torch.Tensor:
-        """(|S|,) p(+1|s) - p(-1|s): ±(1 - 2δ_k) on the levels, 0 on S~ (equal priors)."""
-        return 2 * self.posterior(prior_positive) - 1
 
 
 def sample_k_level(law: KLevelLaw | None = None, *, n: int = 4096, T: int = 256, positive_fraction: float = 0.5,

@@ -1,13 +1,10 @@
 """One package per paper (config, runs, checks, group): presets, the runs behind each figure, and the theory checks.
 
-Importing this package registers every paper's presets, trainers and reproduce groups (see :mod:`.base`).
+The tables of what exists (experiments and their trainers, ``reproduce`` groups, presets) are in :mod:`.catalog`;
+importing this package imports no paper's code.
 """
 
-# the registration order is the order of `reproduce all` and of `ntpbias list`: papers A (and what goes beyond it), B, C
-from . import linear, separability  # noqa: F401  isort: skip
-from . import optimizers  # noqa: F401  isort: skip  (beyond paper A: every optimizer in every norm)
-from . import ufm  # noqa: F401  isort: skip  (beyond paper A: trained context embeddings)
-from . import attention, transformer  # noqa: F401  isort: skip
-from .base import GROUPS, PRESETS, TRAINERS, RunContext
+from .base import RunContext
+from .catalog import EXPERIMENTS, GROUPS, PRESETS
 
-__all__ = ["GROUPS", "PRESETS", "TRAINERS", "RunContext"]
+__all__ = ["EXPERIMENTS", "GROUPS", "PRESETS", "RunContext"]

@@ -1,14 +1,9 @@
-"""The experiment registry and what every paper's experiments share: the run config's top-level keys, presets,
-groups and the run context.
+"""What every paper's experiments share: the run config's top-level keys, the checks at the door and the run context.
 
-* A **preset** is a named, fully specified training configuration (the paper's values as defaults); ``ntpbias train
-  --preset NAME`` runs it through its paper's :data:`TRAINERS` entry.
-* A **group** is what ``ntpbias reproduce ID`` runs: several trainings, the theory's objects, figure specs and theory
-  checks, returned as a :class:`~ntpbias.results.RunResult`. Figure IDs (``linear-fig4``) select a subset.
-
-Trainers and groups return results; :mod:`ntpbias.api` writes them as a run directory (``config.toml``,
-``metrics.csv``, ``summary.json``, ``figures/``, ``report.html``). They write only their own data files and
-``checkpoints/`` into ``ctx.out``.
+Which code trains which experiment, the ``reproduce`` groups and the presets are the tables of
+:mod:`ntpbias.experiments.catalog`. Trainers and groups return results; :mod:`ntpbias.api` writes them as a run
+directory (``config.toml``, ``metrics.csv``, ``summary.json``, ``figures/``, ``report.html``). They write only their
+own data files and ``checkpoints/`` into ``ctx.out``.
 """
 
 from __future__ import annotations
@@ -16,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from .._tensor import DEVICE_PATTERN, DTYPES
-from ..config import Config, setting
-from ..errors import ConfigError
+from ..config import DEVICE_PATTERN, DTYPE_BYTES, Config, setting
 from ..parallel import ExecutorConfig
-from ..results import RunResult
 
 #: smoke: seconds, to check an installation or a pipeline (theory checks are not expected to pass);
 #: quick: minutes on a laptop CPU, the checks pass; paper: the papers' sizes.
@@ -39,7 +31,7 @@ class RunConfig(Config):
     seeds: int = setting(1, "number of runs (seeds seed, seed+1, ...)", ge=1)
     device: str = setting("cpu", "where the run computes", pattern=DEVICE_PATTERN,
                           admits="cpu, cuda or cuda:N")
-    dtype: str = setting("float64", "float64 (every theory quantity) or float32 (speed)", choices=tuple(DTYPES))
+    dtype: str = setting("float64", "float64 (every theory quantity) or float32 (speed)", choices=tuple(DTYPE_BYTES))
 
     #: the names of the run's final values (summary.json ``final``), which a sweep's ``[collect] metrics`` may name
     final_values: ClassVar[tuple[str, ...]] = ()
@@ -93,100 +85,6 @@ class RunContext:
 
     def wants(self, fig_id: str) -> bool:
         return self.figures is None or fig_id in self.figures
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named configuration: ``make(scale)`` returns the config dataclass (paper values at ``scale="paper"``)."""
-
-    name: str
-    description: str
-    make: Callable[[str], Any]
-
-
-@dataclass(frozen=True)
-class Group:
-    """A reproducible experiment group (``reproduce ID``): its figures and its runner."""
-
-    id: str
-    title: str
-    figures: dict[str, str]
-    run: Callable[[RunContext], RunResult]
-    presets: tuple[str, ...] = ()  # the presets the group trains, at the run's scale and seeds (its preflight)
-    read_inputs: Callable[[RunContext], None] | None = None  # reads and checks the user's files the group takes
-
-    def preflight(self, ctx: RunContext) -> None:
-        """The group's checks at the door: :func:`preflight` of each of its presets at ``ctx``'s scale and seeds, and
-        the user's files it reads (``read_inputs``, e.g. the ``--yelp`` file, read through), so that a
-        ``reproduce`` of several groups fails before the first group's work."""
-        from dataclasses import replace
-
-        for name in self.presets:
-            cfg = get_preset(name).make(ctx.scale)
-            if hasattr(cfg, "seeds"):
-                cfg = replace(cfg, seeds=max(cfg.seeds, ctx.seeds))
-            preflight(cfg)
-        if self.read_inputs is not None:
-            self.read_inputs(ctx)
-
-
-#: name -> Preset
-PRESETS: dict[str, Preset] = {}
-#: reproduce ID -> Group
-GROUPS: dict[str, Group] = {}
-#: config ``experiment`` field -> (config class, trainer(config, ctx) -> Section)
-TRAINERS: dict[str, tuple[type, Callable[[Any, RunContext], RunResult]]] = {}
-
-
-def register_preset(preset: Preset) -> Preset:
-    PRESETS[preset.name] = preset
-    return preset
-
-
-def register_group(group: Group) -> Group:
-    GROUPS[group.id] = group
-    return group
-
-
-def register_trainer(kind: str, config_cls: type, trainer: Callable[[Any, RunContext], RunResult]) -> None:
-    TRAINERS[kind] = (config_cls, trainer)
-
-
-def get_preset(name: str) -> Preset:
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; run `ntpbias list` to see the presets ({', '.join(PRESETS)})")
-    return PRESETS[name]
-
-
-def load_run_config(path: str | Path):
-    """A saved or hand-written run config of any paper: its ``experiment`` key picks the config class."""
-    from ..config import load_toml, read_toml
-
-    path = Path(path)
-    kind = read_toml(path).get("experiment")
-    if not isinstance(kind, str) or kind not in TRAINERS:
-        shape = "" if kind is None or isinstance(kind, str) else ": expected a string in quotes"
-        raise ConfigError(f"{path}: experiment = {kind!r}{shape}; set `experiment` to one of {', '.join(TRAINERS)}")
-    return load_toml(TRAINERS[kind][0], path)
-
-
-def resolve_ids(ids: list[str]) -> dict[str, tuple[str, ...] | None]:
-    """Map reproduce IDs (groups, figure IDs, or ``all``) to {group id: figure subset or None for all}."""
-    if not ids or "all" in ids:
-        return {g: None for g in GROUPS}
-    figure_owner = {fig: g.id for g in GROUPS.values() for fig in g.figures}
-    chosen: dict[str, tuple[str, ...] | None] = {}
-    for item in ids:
-        if item in GROUPS:
-            chosen[item] = None
-        elif item in figure_owner:
-            owner = figure_owner[item]
-            if owner not in chosen or chosen[owner] is not None:
-                chosen[owner] = (*(chosen.get(owner) or ()), item)
-        else:
-            valid = ", ".join(["all", *GROUPS, *figure_owner])
-            raise ConfigError(f"unknown experiment or figure ID {item!r}; valid IDs: {valid} (see `ntpbias list`)")
-    return chosen
 
 
 def raise_if_failed(history) -> None:

@@ -6,11 +6,14 @@ Foundations every program uses sit at the top (:mod:`.constraints`, :mod:`.norms
 (:mod:`.solvers`) and NTP-separability (:mod:`.separability`).
 """
 
-from .analysis import Analysis, analyze
-from .linear.subspace import subspace
-from .margins.program import MarginProgram, ntp_margin, ntp_svm
-from .margins.result import Certificate, SVMResult
-from .separability.verdict import ntp_separability
+from .._lazy import lazy_exports
+
+#: public name -> its module (imported on first use: the settings in :mod:`.config` load without torch)
+_EXPORTS = {"Analysis": ".analysis", "analyze": ".analysis", "subspace": ".linear.subspace",
+            "MarginProgram": ".margins.program", "ntp_margin": ".margins.program", "ntp_svm": ".margins.program",
+            "Certificate": ".margins.result", "SVMResult": ".margins.result",
+            "ntp_separability": ".separability.verdict"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["Analysis", "analyze", "ntp_separability", "subspace", "MarginProgram", "SVMResult", "Certificate",
            "ntp_margin", "ntp_svm"]

@@ -24,9 +24,8 @@ from collections.abc import Iterable
 import torch
 
 from ..errors import ArgumentTypeError, ConfigError, describe_value
+from .config import NORMS
 
-#: The norms, in the order of reports and of ``ntpbias analyze --norms``.
-NORMS = ("l2", "linf", "l1", "spectral", "nuclear")
 #: norm -> its dual norm.
 DUAL = {"l2": "l2", "linf": "l1", "l1": "linf", "spectral": "nuclear", "nuclear": "spectral"}
 #: One-line descriptions (reports, ``--help``).

@@ -85,6 +85,39 @@ class _StableReadout(torch.autograd.Function):
         return g * q * centered, g * q
 
 
+def cls_readout(a: torch.Tensor, u: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """f = softmax(a) · u over the real positions (``mask``), with the stable backward of :class:`_StableReadout`.
+    a, u: (n, T) readout logits and values."""
+    if mask is not None:
+        a = a.masked_fill(~mask, -math.inf)
+    return _StableReadout.apply(a, u)
+
+
+def first_layer(EX: torch.Tensor, mask: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                eps: float, *, low_precision: bool = False) -> torch.Tensor:
+    """The first layer of model (17) on embedded sequences EX = E_X (n, T, d): LayerNorm(softmax(E_X E_X^T) E_X + E_X)
+    with the softmax over the real keys (``mask``); ``weight``, ``bias``: LayerNorm's affine (or None).
+
+    ``low_precision``: the two T x T attention products (the d T² work) in bfloat16 under autocast, the softmax, the
+    skip connection and LayerNorm in EX's dtype (mixed precision; docs/paper-b-attention.md#algorithms).
+    """
+    with torch.autocast(EX.device.type, dtype=torch.bfloat16, enabled=low_precision):
+        logits = EX @ EX.mT  # (n, T, T)
+        if mask is not None:
+            logits = logits.masked_fill(~mask[:, None, :], -math.inf)
+        mixed = torch.softmax(logits.to(EX.dtype), dim=-1).to(logits.dtype) @ EX.to(logits.dtype)
+    return nn.functional.layer_norm(mixed.to(EX.dtype) + EX, (EX.shape[-1],), weight, bias, eps)
+
+
+def two_layer_output(EX: torch.Tensor, mask: torch.Tensor | None, p: torch.Tensor, v: torch.Tensor,
+                     weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, *,
+                     low_precision: bool = False) -> torch.Tensor:
+    """f (n,) of model (17) from the embedded sequences EX = E_X (n, T, d) (what :class:`TwoLayerAttention` computes
+    from token ids): a gradient with respect to EX is (n, T, d), not (|S|, d) (the training's fast path)."""
+    H = first_layer(EX, mask, weight, bias, eps, low_precision=low_precision)
+    return cls_readout(H @ p, H @ v, mask)
+
+
 def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean logistic loss Ê log(1 + exp(-y f)) of eq. (2), via softplus. f, y: (n,)."""
     return nn.functional.softplus(-y * f).mean()
@@ -191,10 +224,7 @@ class _ClsAttention(nn.Module, abc.ABC):
 
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """f(X) (n,) for token ids X (n, T) and optional padding mask (n, T); backward in the stable form."""
-        a, u = self._scores(X, mask)
-        if mask is not None:
-            a = a.masked_fill(~mask, -math.inf)
-        return _StableReadout.apply(a, u)
+        return cls_readout(*self._scores(X, mask), mask)
 
     def loss(self, ds: TokenSequences) -> torch.Tensor:
         """Logistic loss (2) on a whole dataset (validated against the vocabulary size)."""
@@ -256,11 +286,7 @@ class TwoLayerAttention(_ClsAttention):
 
     def contextual(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """E'_X (n, T, d): the first layer's output (rows at padded positions are computed but never used)."""
-        EX = self.E[X]  # (n, T, d)
-        logits = EX @ EX.mT  # (n, T, T)
-        if mask is not None:
-            logits = logits.masked_fill(~mask[:, None, :], -math.inf)
-        return self.norm(torch.softmax(logits, dim=-1) @ EX + EX)
+        return first_layer(self.E[X], mask, self.norm.weight, self.norm.bias, self.norm.eps)
 
     def _scores(self, X, mask):
         H = self.contextual(X, mask)

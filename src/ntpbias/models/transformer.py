@@ -29,8 +29,7 @@ from .._tensor import DEFAULT_DTYPE, as_tensor
 from ..data.sentences import NTPSamples
 from ..errors import ConfigError, DataError
 from ..limits import check_memory, nbytes
-
-EMBEDDINGS = ("onehot", "orthonormal", "unit")
+from .config import EMBEDDINGS
 
 
 def token_embeddings(V: int, *, kind: str = "onehot", d: int | None = None, seed: int = 0,
@@ -181,7 +180,7 @@ def cross_entropy(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch
     >>> float(loss[0]) > 0, float(g[0, 0]) < 0
     (True, True)
     """
-    target = torch.nn.functional.one_hot(y, z.shape[1]).to(torch.bool)
+    target = y[:, None] == torch.arange(z.shape[1], device=z.device)  # e_y (one_hot would check y on the host)
     r = z - z.gather(1, y[:, None])
     r_off = r.masked_fill(target, float("-inf"))
     safe = r_off.amax(1) <= 0

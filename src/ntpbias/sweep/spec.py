@@ -281,8 +281,8 @@ def _only(table: dict, keys: tuple[str, ...], where: str) -> None:
 
 
 def _base(table: dict, root: Path):
-    from ..experiments import TRAINERS
-    from ..experiments.base import SCALES, get_preset, load_run_config
+    from ..experiments.base import SCALES
+    from ..experiments.catalog import EXPERIMENTS, get_preset, load_run_config
 
     _only(table, ("preset", "scale", "config", "set"), "[base]")
     preset, config = table.get("preset"), table.get("config")
@@ -303,7 +303,7 @@ def _base(table: dict, root: Path):
         except ConfigError as exc:
             raise ConfigError(f"[base] config {config!r}: {exc}") from None
         label = f"config {config}"
-    if not hasattr(base, "experiment") or base.experiment not in TRAINERS:
+    if not hasattr(base, "experiment") or base.experiment not in EXPERIMENTS:
         raise ConfigError(f"[base] {label}: its config has no trainer (experiment = "
                           f"{getattr(base, 'experiment', None)!r})")
     fixed = table.get("set", {})

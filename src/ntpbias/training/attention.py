@@ -10,10 +10,10 @@ Two :class:`~ntpbias.training.loop.Problem` implementations:
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
   :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of Sec. 5 / App. D: AdamW, batch 128, step
   decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no (n, T, d)
-  tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each epoch visits a
-  fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator
-  is seeded from the run generator's state and the epoch number), so an interrupted run resumes with exactly the
-  batches it would have seen.
+  tensor); model (17)'s is autograd over length groups of the minibatch
+  (:func:`~ntpbias.training.batches.length_groups`). Each epoch visits a fresh permutation of the sequences, drawn
+  from the run's generator *without advancing it* (a per-epoch generator is seeded from the run generator's state and
+  the epoch number), so an interrupted run resumes with exactly the batches it would have seen.
 
 Runs (seeds) are batched on the leading dimension of every parameter as the engine expects; these models cannot
 batch seeds in one tensor operation (each run has its own E¹, or its own module call), so the gradient is a loop
@@ -26,7 +26,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -39,12 +38,16 @@ from ..models.attention import (
     TwoLayerAttention,
     one_layer_loss_and_grads,
     readout_terms,
+    two_layer_output,
 )
+from ..models.config import ATTENTION_MODELS
 from ..stats import pearson
-from .loop import History, TrainConfig, Trainer
-from .optimizers import Optimizer, OptimizerConfig
+from .batches import GROUP_OVERHEAD, epoch_permutation, generator_base, length_groups
+from .config import OptimizerConfig, TrainConfig
+from .loop import History, Trainer
+from .optimizers import Optimizer
 
-MODELS = {"one_layer": OneLayerAttention, "two_layer": TwoLayerAttention}
+MODELS = dict(zip(ATTENTION_MODELS, (OneLayerAttention, TwoLayerAttention), strict=True))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -188,26 +191,6 @@ def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _generator_base(generator: torch.Generator) -> int:
-    """A 62-bit number drawn from a copy of ``generator`` (which is left untouched)."""
-    probe = torch.Generator()
-    probe.set_state(generator.get_state())
-    return int(torch.randint(0, 2 ** 62, (1,), generator=probe))
-
-
-def epoch_permutation(generator: torch.Generator, epoch: int, n: int) -> torch.Tensor:
-    """The order of the n sequences in ``epoch``: a permutation drawn from a generator seeded by (the state of
-    ``generator``, ``epoch``); ``generator`` itself is left untouched, so the order depends only on its state.
-
-    >>> g = torch.Generator().manual_seed(0)
-    >>> a = epoch_permutation(g, 3, 5); b = epoch_permutation(g, 3, 5)
-    >>> bool(torch.equal(a, b)), sorted(a.tolist())
-    (True, [0, 1, 2, 3, 4])
-    """
-    epoch_gen = torch.Generator().manual_seed((_generator_base(generator) + 1_000_003 * epoch) % (2 ** 63 - 1))
-    return torch.randperm(n, generator=epoch_gen)
-
-
 @dataclass(frozen=True, eq=False)
 class EmbeddingScores:
     """The quantities plotted in Figures 1-3, for the final parameters of every run.
@@ -221,34 +204,6 @@ class EmbeddingScores:
 
 #: gradient paths of :class:`ClassifierProblem`: "closed_form" (model (1) only) and "autograd"
 GRADIENTS = ("auto", "closed_form", "autograd")
-
-
-def length_groups(extent: torch.Tensor, *, overhead: float = 4096.0, linear: float = 64.0) -> list[torch.Tensor]:
-    """Split a batch into groups of similar length, each to be padded only to its own longest sequence.
-
-    ``extent`` (m,) holds each sequence's padded width (last real position + 1). The sequences are sorted by it and
-    cut into contiguous groups minimising Σ_groups [n_g W_g (W_g + ``linear``) + ``overhead``], a model of the
-    two-layer attention's cost (n_g W_g² for the T x T products, n_g W_g for the per-position work, a fixed cost per
-    call), by dynamic programming over the cut points. Returns the groups' positions in the batch (LongTensors).
-
-    >>> [g.tolist() for g in length_groups(torch.tensor([3, 40, 2, 41]), overhead=100.0, linear=0.0)]
-    [[2, 0], [1, 3]]
-    """
-    order = torch.argsort(extent, stable=True)
-    w = extent[order].double().numpy()
-    m = len(w)
-    best = np.zeros(m + 1)
-    cut = np.zeros(m + 1, dtype=np.int64)
-    for j in range(1, m + 1):  # best[j]: cheapest split of the j shortest; the last group is [i, j) with width w[j-1]
-        i = np.arange(j)
-        cost = best[:j] + (j - i) * w[j - 1] * (w[j - 1] + linear) + overhead
-        cut[j] = int(np.argmin(cost))
-        best[j] = cost[cut[j]]
-    groups, j = [], m
-    while j > 0:
-        groups.append(order[cut[j]:j])
-        j = cut[j]
-    return groups[::-1]
 
 
 class ClassifierProblem:
@@ -268,7 +223,7 @@ class ClassifierProblem:
         Two-layer model: learnable LayerNorm affine (torch's default, docs/paper-b-attention.md#decisions).
     batch_size : int
         Minibatch size (paper: 128); 0 = full batch. Each epoch is one pass over a fresh permutation
-        (:func:`epoch_permutation`); the last batch of an epoch may be smaller.
+        (:func:`~ntpbias.training.batches.epoch_permutation`); the last batch of an epoch may be smaller.
     dtype, device : parameter dtype (float64 default) and device.
     chunk : int
         Sequences per forward pass when the metrics evaluate the whole dataset.
@@ -277,9 +232,17 @@ class ClassifierProblem:
         :func:`~ntpbias.models.attention.one_layer_loss_and_grads`, O(n_batch T + |S| d) per step, written into a
         gradient buffer reused across steps. "autograd" (the default for model (17)): autograd through the module.
     group_lengths : bool
-        Autograd path: split each minibatch into groups of similar length (:func:`length_groups`), each padded only to
-        its own longest sequence (default True; the loss and gradient are the same sums, in another order). The
-        whole-data metrics are evaluated on length-sorted chunks either way.
+        Autograd path: split each minibatch into groups of similar length
+        (:func:`~ntpbias.training.batches.length_groups`), each padded only to its own longest sequence (default True;
+        the loss and gradient are the same sums, in another order). The whole-data metrics are evaluated on
+        length-sorted chunks either way. A group without padding is computed without a mask.
+    mixed_precision : bool
+        Model (17): the first layer's two T x T attention products in bfloat16 (autocast; everything else in
+        ``dtype``: :func:`~ntpbias.models.attention.first_layer`).
+
+    Model (17)'s autograd gradient is taken with respect to each group's embedded sequences E_X (n_g, T_g, d) and
+    added into one (|S|, d) buffer per step by an ``index_add_``: the backward never forms a dense (|S|, d) gradient
+    per group, and the steps stay on the device (no host synchronisation).
 
     Parameters of run b are those of ``MODELS[model](|S|, d, seed=seeds[b])`` (the theory initialisation:
     E_s, p ~ N(0, I/d), v uniform on the sphere). Metrics: ``loss`` and ``class_accuracy`` on the whole data,
@@ -289,7 +252,8 @@ class ClassifierProblem:
 
     def __init__(self, ds: TokenSequences, *, model: str = "one_layer", d: int = 2048, train_v: bool = False,
                  layer_norm_affine: bool = True, batch_size: int = 128, dtype: torch.dtype = DEFAULT_DTYPE,
-                 device=None, chunk: int = 512, gradient: str = "auto", group_lengths: bool = True):
+                 device=None, chunk: int = 512, gradient: str = "auto", group_lengths: bool = True,
+                 mixed_precision: bool = False):
         if model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
         if batch_size < 0 or d < 1 or chunk < 1:
@@ -299,7 +263,10 @@ class ClassifierProblem:
         if gradient == "closed_form" and model != "one_layer":
             raise ValueError("the closed-form gradient exists for the one-layer model (1) only; use "
                              "gradient='autograd' for the two-layer model")
+        if mixed_precision and (model != "two_layer" or dtype != torch.float32):
+            raise ValueError("mixed_precision applies to the two-layer model (17) in float32 only")
         self.gradient = ("closed_form" if model == "one_layer" else "autograd") if gradient == "auto" else gradient
+        self.mixed_precision = mixed_precision
         self.group_lengths = group_lengths
         self.device = torch.device("cpu") if device is None else torch.device(device)
         cpu_mask = ds.mask.cpu()
@@ -321,9 +288,9 @@ class ClassifierProblem:
         self._perm_key, self._perms, self._plans = None, [], []
         self._grad_E: torch.Tensor | None = None
         self.chunk_elements = 2 ** 26  # model (17)'s metrics: ~0.5 GB per float64 (m, W, d) tensor
-        # fixed cost of one length group in the units of length_groups (each group's backward forms a dense
-        # (|S|, d) gradient of E, about as costly as a few hundred sequence positions of attention per token)
-        self.group_overhead = 8.0 * ds.num_tokens
+        # fixed cost of one length group in the units of length_groups (sequence positions x width): model (17)'s
+        # groups add their (n_g, T_g, d) gradient into one buffer, so a group costs its launches and no dense pass
+        self.group_overhead = GROUP_OVERHEAD if model == "two_layer" else 8.0 * ds.num_tokens
 
     def _build(self, seed: int):
         kwargs = {"layer_norm_affine": self.layer_norm_affine} if self.model == "two_layer" else {}
@@ -349,15 +316,16 @@ class ClassifierProblem:
         groups as (start, stop, width) into that order, all decided on the CPU: a step needs no transfer and no sync.
         """
         epoch, k = divmod(step, self.steps_per_epoch)
-        key = (epoch, tuple(_generator_base(g) for g in generators))
+        key = (epoch, tuple(generator_base(g) for g in generators))
         if self._perm_key != key:
             self._perms = [epoch_permutation(g, epoch, self.ds.n) for g in generators]
             self._plans = [self._plan(perm) for perm in self._perms]
             self._perm_key = key
         return k
 
-    def _plan(self, perm: torch.Tensor) -> tuple[torch.Tensor, list[list[tuple[int, int, int]]]]:
-        """(visiting order (n,) on the device, per batch its groups as (start, stop, width)) for one permutation."""
+    def _plan(self, perm: torch.Tensor) -> tuple[torch.Tensor, list[list[tuple[int, int, int, bool]]]]:
+        """(visiting order (n,) on the device, per batch its groups as (start, stop, width, padded)) for one
+        permutation."""
         order, groups, at = [], [], 0
         for start in range(0, self.ds.n, self.batch_size):  # loop over the epoch's batches, once per epoch
             idx = perm[start:start + self.batch_size]
@@ -367,7 +335,8 @@ class ClassifierProblem:
             batch = []
             for pos in parts:
                 order.append(idx[pos])
-                batch.append((at, at + len(pos), int(ext[pos].max())))
+                width = int(ext[pos].max())
+                batch.append((at, at + len(pos), width, bool((ext[pos] < width).any())))
                 at += len(pos)
             groups.append(batch)
         return torch.cat(order).to(self.device), groups
@@ -382,9 +351,14 @@ class ClassifierProblem:
         return self.ds.X[:, :width][idx], self.ds.mask[:, :width][idx], self.ds.y[idx].to(self.dtype)
 
     def _groups(self, b: int, k: int):
-        """Run b's batch k as (X, mask, y) per length group (one group unless the autograd path groups lengths)."""
+        """Run b's batch k as (X, mask, y) per length group (one group unless the autograd path groups lengths); the
+        mask is None where no sequence of the group is padded."""
         order, groups = self._plans[b]
-        return [self._batch(order[lo:hi], width) for lo, hi, width in groups[k]]
+        out = []
+        for lo, hi, width, padded in groups[k]:
+            X, mask, y = self._batch(order[lo:hi], width)
+            out.append((X, mask if padded else None, y))
+        return out
 
     def _v(self, params, b: int) -> torch.Tensor:
         return params["v"][b] if "v" in params else self._fixed["v"][b]
@@ -393,6 +367,8 @@ class ClassifierProblem:
         k = self._epoch(step, generators)
         if self.gradient == "closed_form":
             return self._closed_form(params, k)
+        if self.model == "two_layer":
+            return self._embedded(params, k)
         losses, grads = [], {name: [] for name in params}
         for b in range(len(self._plans)):  # loop over runs (one module call each)
             leaves = {name: v[b].detach().requires_grad_(True) for name, v in params.items()}
@@ -409,6 +385,38 @@ class ClassifierProblem:
             for name, g in zip(leaves, acc, strict=True):
                 grads[name].append(g)
         return torch.stack(losses), {name: torch.stack(v) for name, v in grads.items()}
+
+    def _embedded(self, params, k: int):
+        """Model (17) by autograd with respect to each group's embedded sequences E_X, added into the reused gradient
+        buffer of E (see the class doc); the other parameters' gradients are summed over the groups."""
+        E = params["E"]
+        if self._grad_E is None or self._grad_E.shape != E.shape or self._grad_E.dtype != E.dtype:
+            self._grad_E = torch.empty_like(E)
+        norm = self._module.norm
+        others = [name for name in params if name != "E"]
+        losses, grads = [], {name: [] for name in others}
+        for b in range(len(self._plans)):  # loop over runs: each has its own minibatch
+            leaves = {name: params[name][b].detach().requires_grad_(True) for name in others}
+            weight, bias = leaves.get("norm.weight", norm.weight), leaves.get("norm.bias", norm.bias)
+            v = leaves.get("v", self._v(params, b))
+            grad_E = self._grad_E[b].zero_()
+            parts = self._groups(b, k)
+            n = sum(len(y) for _, _, y in parts)
+            total, acc = 0.0, None
+            for X, mask, y in parts:  # loop over the length groups of the batch: the loss is a sum over sequences
+                EX = E[b][X].requires_grad_(True)  # (n_g, T_g, d): a leaf
+                with torch.enable_grad():
+                    f = two_layer_output(EX, mask, leaves["p"], v, weight, bias, norm.eps,
+                                         low_precision=self.mixed_precision)
+                    part = nn.functional.softplus(-y * f).sum() / n
+                    g_EX, *gs = torch.autograd.grad(part, [EX, *leaves.values()])
+                grad_E.index_add_(0, X.reshape(-1), g_EX.reshape(-1, E.shape[-1]))
+                total = total + part.detach()
+                acc = gs if acc is None else [a + g for a, g in zip(acc, gs, strict=True)]
+            losses.append(total)
+            for name, g in zip(others, acc, strict=True):
+                grads[name].append(g)
+        return torch.stack(losses), {"E": self._grad_E, **{name: torch.stack(v) for name, v in grads.items()}}
 
     def _closed_form(self, params, k: int):
         """Model (1): loss and gradients by :func:`one_layer_loss_and_grads`; ∇_E is written into a buffer that is

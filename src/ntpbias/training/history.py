@@ -113,7 +113,8 @@ class History:
         """Columns from per-step logs: ``values[i][name]`` is the (n_seeds,) array logged at ``steps[i]``."""
         steps, seeds = np.asarray(list(steps), dtype=np.int64), tuple(int(s) for s in seeds)
         names = list(dict.fromkeys(k for v in values for k in v))
-        columns = {k: np.array([v.get(k, np.full(len(seeds), np.nan)) for v in values], dtype=np.float64)
+        missing = np.full(len(seeds), np.nan)
+        columns = {k: np.array([v[k] if k in v else missing for v in values], dtype=np.float64)
                    .reshape(len(steps), len(seeds)) for k in names}
         return cls(steps=steps, seeds=seeds, columns=columns, **state)
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-INITS = ("lecun_normal", "lecun_uniform", "zeros")
+from .config import INITS
 
 
 def lecun(shape: tuple[int, ...], seeds: list[int], *, scheme: str = "lecun_normal", fan_in: int | None = None,

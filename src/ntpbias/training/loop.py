@@ -3,7 +3,10 @@
 A :class:`Problem` supplies the initial parameters, ``loss_and_grad`` and ``metrics``; :class:`Trainer`
 runs an :class:`~ntpbias.training.optimizers.Optimizer` on it. Parameters are batched over runs (seeds) on
 the leading dimension. Metrics are computed only at the logged steps (log-spaced by default, so 10^6
-iterations stay cheap), one row per (step, seed).
+iterations stay cheap), one row per (step, seed). A problem whose metrics reuse its loss and gradient also offers
+``loss_grad_metrics``: the loop then takes a logged step's metrics from the next step's loss and gradient (one
+evaluation instead of two). Logged metrics stay on the device, one (metrics, runs) tensor per logged step, and move
+to the host in one transfer at a checkpoint and at the end: no step waits on a host round-trip for its metrics.
 
 Faults: a non-finite loss stops the run (status ``"diverged"``, metrics so far kept); Ctrl-C writes a
 checkpoint and stops (status ``"interrupted"``); ``resume=True`` continues from the last checkpoint and gives
@@ -15,16 +18,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import torch
 
-from ..config import Config, setting
 from ..errors import ConfigError, DataError
 from ..io import atomic_path
+from .config import TrainConfig
 from .history import History
 from .optimizers import Optimizer
 
@@ -46,15 +48,12 @@ class Problem(Protocol):
         """Logged quantities, each (B,)."""
 
 
-@dataclass(frozen=True)
-class TrainConfig(Config):
-    """Loop settings (the ``[train]`` table of every training config)."""
+class FusedProblem(Problem, Protocol):
+    """A problem that computes its metrics from the loss and gradient of a step (the loop prefers it at logs)."""
 
-    steps: int = setting(10_000, "number of optimizer steps", ge=1)
-    log_points: int = setting(60, "log-spaced logging steps in 1..steps (step 0 and the last step always log)", ge=0)
-    log_every: int = setting(0, "if > 0, also log every log_every steps", ge=0)
-    checkpoint_every: int = setting(0, "if > 0, checkpoint every that many steps (one is always written at the end)",
-                                    ge=0)
+    def loss_grad_metrics(self, params: dict[str, torch.Tensor], step: int, generators: list[torch.Generator]
+                          ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``loss_and_grad`` and ``metrics`` at ``params`` from one evaluation (the same values as both)."""
 
 
 def log_steps(config: TrainConfig) -> np.ndarray:
@@ -120,7 +119,7 @@ class Trainer:
             "params": {k: v.detach().cpu() for k, v in params.items()},
             "optimizer": _to_cpu(self.optimizer.state_dict()),
             "generators": [g.get_state() for g in generators],
-            "log": [(s, {k: torch.from_numpy(v) for k, v in values.items()}) for s, values in log],
+            "log": _log_columns(log),
             "monotonicity": _to_cpu(self._monotonicity),
         }
         with atomic_path(self.checkpoint_path) as tmp:
@@ -156,14 +155,14 @@ class Trainer:
         cfg = self.config
         # (mod 2^64: a torch seed is 64 bits; the same seeds as before for every seed below 1.8e12)
         generators = [torch.Generator().manual_seed((10_000_019 * s + 17) % 2**64) for s in self.seeds]
-        start_step, log = 0, []  # log: (step, {metric: (B,) float64 array}) per logged step
+        start_step, log = 0, []  # log: (step, metric names, (metrics, B) float64 tensor) per logged step
         self._monotonicity = {"prev": None, "max_increase": None}
         template = self.problem.init_params(self.seeds)
         self._identity = self.identity(template) if self.checkpoint_path is not None else None
         if resume and self.checkpoint_path is not None and self.checkpoint_path.exists():
             state = self._load(template)
             start_step = int(state["step"])
-            log = [(int(s), {k: v.numpy() for k, v in values.items()}) for s, values in state["log"]]
+            log = _log_entries(state["log"])
             params = {k: state["params"][k].to(device=v.device, dtype=v.dtype) for k, v in template.items()}
             self.optimizer.load_state_dict(_to_device(state["optimizer"], next(iter(params.values())).device))
             for g, s in zip(generators, state["generators"], strict=True):
@@ -176,16 +175,25 @@ class Trainer:
         t0 = time.perf_counter()
         bar = _progress(self.progress, self.description, cfg.steps, start_step)
         step = start_step
+        fused = hasattr(self.problem, "loss_grad_metrics")
+        # due: the metrics of the current parameters are to be logged with the next step's loss and gradient
+        due = step in logs and not (log and log[-1][0] == step)
         try:
-            if step == 0 and 0 in logs and not log:
-                self._log(0, params, log)
+            if due and not fused:
+                self._log(step, params, log)
+                due = False
             # first step with a non-finite loss, per run, tracked on the device; the host looks at it every step on
             # the CPU and every NONFINITE_CHECK_EVERY steps (and at logs) on a GPU, so no step waits on a sync there
             check_every = self.nonfinite_check_every or (
                 1 if params[next(iter(params))].device.type == "cpu" else NONFINITE_CHECK_EVERY)
             first_bad = None
             while step < cfg.steps:
-                loss, grads = self.problem.loss_and_grad(params, step, generators)
+                if due:
+                    loss, grads, metrics = self.problem.loss_grad_metrics(params, step, generators)
+                    self._record(step, metrics, log)
+                    due = False
+                else:
+                    loss, grads = self.problem.loss_and_grad(params, step, generators)
                 bad = ~torch.isfinite(loss.detach())
                 first_bad = torch.where(bad, step, -1) if first_bad is None else \
                     torch.where(bad & (first_bad < 0), step, first_bad)
@@ -196,9 +204,13 @@ class Trainer:
                 self._track_monotonicity(loss)
                 params = self.optimizer.step(params, grads, loss)
                 step += 1
+                checkpoint = cfg.checkpoint_every and step % cfg.checkpoint_every == 0
                 if step in logs:
-                    self._log(step, params, log)
-                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                    if fused and step < cfg.steps and not checkpoint:
+                        due = True
+                    else:
+                        self._log(step, params, log)
+                if checkpoint:
                     self._save(step, params, generators, log, "running")
                 if bar is not None:
                     bar.advance()
@@ -207,9 +219,12 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+        if due:  # interrupted before the step that would have logged it
+            self._log(step, params, log)
         inc = self._monotonicity["max_increase"]
         self._save(step, params, generators, log, status)
-        return History.from_log([s for s, _ in log], self.seeds, [v for _, v in log], params=params, status=status,
+        host = _on_host(log)
+        return History.from_log([s for s, _ in host], self.seeds, [v for _, v in host], params=params, status=status,
                                 step=step, seconds=time.perf_counter() - t0, message=message,
                                 max_loss_increase=[] if inc is None else inc.double().cpu().tolist())
 
@@ -218,7 +233,7 @@ class Trainer:
         at = first_bad.cpu()
         k = int(at[at >= 0].min())
         seeds = [self.seeds[i] for i in torch.nonzero(at >= 0).flatten().tolist()]
-        log[:] = [(s, v) for s, v in log if s <= k]
+        log[:] = [entry for entry in log if entry[0] <= k]
         return (f"the loss became non-finite at step {k} (seed(s) {seeds}); the step size is probably too large. "
                 "Metrics up to that step were kept")
 
@@ -234,9 +249,49 @@ class Trainer:
     def _log(self, step: int, params, log: list) -> None:
         with torch.no_grad():
             metrics = self.problem.metrics(params)
-        log.append((step, {k: v.detach().double().cpu().numpy() for k, v in metrics.items()}))
+        self._record(step, metrics, log)
+
+    def _record(self, step: int, metrics: dict[str, torch.Tensor], log: list) -> None:
+        """Keep ``metrics`` (each (B,)) as one (metrics, B) float64 tensor on their device (no host transfer)."""
+        values = torch.stack([v.detach() if v.dtype == torch.float64 else v.detach().double()
+                              for v in metrics.values()]) if metrics else torch.zeros(0, dtype=torch.float64)
+        log.append((step, tuple(metrics), values))
         if self.on_log is not None:
             self.on_log(step, metrics)
+
+
+def _log_columns(log: list) -> dict:
+    """The log as a checkpoint stores it: the steps, the metric names and one (steps, metrics, B) float64 tensor
+    (NaN where a step did not log a metric), a few tensors whatever the number of logged steps."""
+    names = list(dict.fromkeys(k for _, keys, _ in log for k in keys))
+    runs = next((v.shape[-1] for _, keys, v in log if keys), 0)
+    values = torch.full((len(log), len(names), runs), math.nan, dtype=torch.float64)
+    for i, (_, keys, v) in enumerate(log):
+        if keys:
+            values[i, [names.index(k) for k in keys]] = v.cpu()
+    return {"steps": torch.tensor([s for s, _, _ in log], dtype=torch.int64), "names": names, "values": values}
+
+
+def _log_entries(saved) -> list:
+    """The log entries of a checkpoint's log (:func:`_log_columns`; also the per-step list of earlier versions)."""
+    if isinstance(saved, list):
+        return [(int(s), tuple(v), torch.stack(list(v.values())) if v else torch.zeros(0, dtype=torch.float64))
+                for s, v in saved]
+    names = tuple(saved["names"])
+    return [(int(s), names, v) for s, v in zip(saved["steps"].tolist(), saved["values"], strict=True)]
+
+
+def _on_host(log: list) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """The logged metrics as ``(step, {metric: (B,) float64 array})``, moved to the host in one transfer."""
+    if not log:
+        return []
+    host = torch.cat([values.reshape(-1) for _, _, values in log]).cpu().numpy()
+    out, at = [], 0
+    for step, names, values in log:
+        block = host[at:at + values.numel()].reshape(len(names), -1) if names else ()
+        out.append((step, dict(zip(names, block, strict=True))))
+        at += values.numel()
+    return out
 
 
 def _to_cpu(obj):

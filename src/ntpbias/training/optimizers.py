@@ -38,40 +38,11 @@ interchangeable.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import torch
 
-from ..config import Config, setting
-from .steepest import POLAR_METHODS, steepest_direction
-
-OPTIMIZERS = ("gd", "ngd", "adam", "adamw", "sign", "nsd", "muon", "adagrad")
-NORMALIZATIONS = ("grad", "loss", "excess")
-#: The norms of ``nsd`` (docs/optimizers.md#norms).
-STEEPEST_NORMS = ("l2", "linf", "l1", "spectral", "nuclear")
-
-
-@dataclass(frozen=True)
-class OptimizerConfig(Config):
-    """Optimizer settings (defaults: paper A's GD, η = 0.5)."""
-
-    name: str = setting("gd", "the optimizer", choices=OPTIMIZERS)
-    lr: float = setting(0.5, "step size η", gt=0)
-    betas: tuple[float, float] = setting((0.9, 0.99), "Adam's (β1, β2); paper A uses (0.9, 0.99)", ge=0, lt=1)
-    eps: float = setting(1e-8, "Adam's ε (paper A leaves it open; standard 1e-8)", gt=0)
-    weight_decay: float = setting(0.0, "L2 (adam) or decoupled (adamw) weight decay", ge=0)
-    normalize: str = setting("grad", "normalized GD: divide by the gradient norm, the loss, or the loss above its "
-                             "floor", choices=NORMALIZATIONS)
-    milestones: tuple[int, ...] = setting((), "steps at which η is multiplied by lr_decay", ge=1)
-    lr_decay: float = setting(0.1, "step-decay factor", gt=0)
-    lr_power: float = setting(0.0, "decaying step η_t = η (t+1)^-lr_power (0 = constant; the max-margin theorems of "
-                              "nsd/sign/muon/adam assume 0 < lr_power <= 1)", ge=0, le=2)
-    norm: str = setting("l2", "nsd: the norm of the steepest-descent direction", choices=STEEPEST_NORMS)
-    polar: str = setting("auto", "spectral directions: the polar factor by svd (exact), newton_schulz (cubic, "
-                         "converges) or quintic (Muon's); auto = svd for nsd, quintic for muon",
-                         choices=("auto", *POLAR_METHODS))
-    ns_steps: int = setting(0, "Newton-Schulz iterations (0 = 40 cubic, Muon's 5 quintic)", ge=0)
-    momentum: float = setting(0.95, "muon: momentum β of M <- β M + (1 - β) ∇L (Muon's 0.95)", ge=0, lt=1)
+from .config import OptimizerConfig
+from .steepest import steepest_direction
 
 
 def _per_run_norm(tensors) -> torch.Tensor:

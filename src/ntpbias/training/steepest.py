@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import torch
 
-#: How the polar factor is computed.
-POLAR_METHODS = ("svd", "newton_schulz", "quintic")
+from .config import POLAR_METHODS
+
 #: Newton-Schulz steps when not given: enough for the cubic iteration to reach singular values 1e-3 σ_1 exactly;
 #: Muon's 5 for the quintic.
 DEFAULT_NS_STEPS = {"newton_schulz": 40, "quintic": 5}

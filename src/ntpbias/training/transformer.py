@@ -8,8 +8,9 @@ Algorithm 1 (Sec. 4.2; docs/paper-c-transformer.md#objects), from W_ov^(0) = 0 a
   eq. (1) over all of D_0 with W_ov frozen at its stage-1 value (:class:`Stage2Problem`).
 
 Both stages are normalized GD with the Frobenius norm (``OptimizerConfig(name="ngd", normalize="grad")``); the
-paper's step sizes are η₀ = 0.2/√d and η = 0.05/√d (:func:`paper_step_sizes`). :class:`JointProblem` trains
-(W_ov, W_kq) together on eq. (1) with NGD normalized by the joint gradient norm (an ablation; not in the paper).
+paper's step sizes are η₀ = 0.2/√d and η = 0.05/√d (:func:`~ntpbias.training.config.paper_step_sizes`).
+:class:`JointProblem` trains (W_ov, W_kq) together on eq. (1) with NGD normalized by the joint gradient norm (an
+ablation; not in the paper).
 
 Parameters are batched over runs (dim 0) as the :class:`~ntpbias.training.loop.Trainer` requires; all runs of a
 problem share one dataset and embedding (different datasets need different problems). A zero gradient leaves
@@ -30,7 +31,7 @@ from ..data.sentences import NTPSamples
 from ..data.structure import DatasetStructure, analyze_structure
 from ..errors import DataError, NotSeparableError
 from ..geometry.margins.program import SVMResult
-from ..geometry.transformer.optimum import token_basis, wkq_star, wov_star
+from ..geometry.transformer.optimum import theorem3_gap, theorem3_masks, token_basis, wkq_star, wov_star
 from ..metrics import cosine, frobenius
 from ..models.transformer import (
     TransformerInputs,
@@ -43,15 +44,6 @@ from ..models.transformer import (
 from .init import lecun
 from .loop import History, TrainConfig, Trainer
 from .optimizers import Optimizer, OptimizerConfig
-
-
-def paper_step_sizes(d: int) -> tuple[float, float]:
-    """(η₀, η) = (0.2/√d, 0.05/√d), the step sizes of Sec. 7.
-
-    >>> [round(v, 7) for v in paper_step_sizes(20)]
-    [0.0447214, 0.0111803]
-    """
-    return 0.2 / math.sqrt(d), 0.05 / math.sqrt(d)
 
 
 # ---------------------------------------------------------------------------------------------- the task
@@ -142,9 +134,29 @@ def _per_run(fn: Callable, *batched: torch.Tensor):
     return torch.func.vmap(fn)(*batched)
 
 
-def _cos_or_nan(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Per-run cosine, NaN where A = 0 (cos is undefined at W^(0) = 0, docs/paper-c-transformer.md#decisions)."""
-    return torch.where(frobenius(A) > 0, cosine(A, B), torch.full_like(frobenius(A), math.nan))
+def _cos_or_nan(A: torch.Tensor, B: torch.Tensor, norm_A: torch.Tensor, norm_B: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """Per-run cosine, NaN where A = 0 (cos is undefined at W^(0) = 0, docs/paper-c-transformer.md#decisions);
+    ``norm_A`` = ``frobenius(A)`` (and ``norm_B``, if known)."""
+    return torch.where(norm_A > 0, cosine(A, B, norm_A=norm_A, norm_B=norm_B), math.nan)
+
+
+def _cosines(A: list[torch.Tensor], B: list[torch.Tensor], norms_A: list[torch.Tensor], norms_B: list[torch.Tensor]
+              ) -> torch.Tensor:
+    """cos(A[i], B[i]) for several pairs of (R, ...) tensors (B[i] broadcastable to A[i]) with their known norms, as
+    one product and one sum: (pairs, R), the values :func:`~ntpbias.metrics.cosine` gives pair by pair."""
+    num = (torch.stack(A) * torch.stack([b.expand_as(a) for a, b in zip(A, B, strict=True)])).flatten(2).sum(-1)
+    den = torch.stack(norms_A) * torch.stack([nb.expand_as(na) for na, nb in zip(norms_A, norms_B, strict=True)])
+    return num / den.clamp_min(torch.finfo(num.dtype).tiny)
+
+
+class _Reference:
+    """A reference direction (solved on the CPU) as a (1, ...) tensor on the iterates' device and dtype, with its
+    norm: converted once per problem, not at every logged step."""
+
+    def __init__(self, ref: torch.Tensor | None, like: torch.Tensor):
+        self.W = None if ref is None else ref.to(device=like.device, dtype=like.dtype)[None]
+        self.norm = None if self.W is None else frobenius(self.W)
 
 
 # ---------------------------------------------------------------------------------------------- problems
@@ -162,6 +174,10 @@ class Stage1Problem:
         tokens = torch.nonzero(task.next_token >= 0)[:, 0]
         self._tokens = tokens  # tokens with n(x) defined
         self._n = task.next_token[tokens]
+        # (V - 1, V'): column x lists the tokens v != n(x), whose logit gaps (e_n(x) - e_v)^T W x are the margins
+        others = torch.arange(task.V, device=tokens.device).expand(tokens.numel(), -1)  # (V', V)
+        self._wrong = others[others != self._n[:, None]].reshape(tokens.numel(), task.V - 1).T
+        self._star = _Reference(None if task.W_ov_star is None else task.W_ov_star.W, task.E)
 
     def init_params(self, seeds: list[int]) -> dict[str, torch.Tensor]:
         t = self.task
@@ -174,59 +190,86 @@ class Stage1Problem:
         loss, grad = _per_run(self._loss_grad, params["W_ov"])
         return loss, {"W_ov": grad}
 
+    def loss_grad_metrics(self, params, step, generators):
+        loss, grads = self.loss_and_grad(params, step, generators)
+        return loss, grads, self._metrics(params["W_ov"], loss, grads["W_ov"])
+
     def metrics(self, params) -> dict[str, torch.Tensor]:
-        W = params["W_ov"]
-        loss, grad = _per_run(self._loss_grad, W)
+        return self.loss_grad_metrics(params, 0, [])[2]
+
+    def _metrics(self, W: torch.Tensor, loss: torch.Tensor, grad: torch.Tensor) -> dict[str, torch.Tensor]:
         logits = W @ self.task.E[:, self._tokens]  # (B, V, V'): column = logits of token x
-        correct = logits.gather(1, self._n.expand(W.shape[0], -1)[:, None, :])  # (B, 1, V')
-        wrong = torch.ones_like(logits, dtype=torch.bool)
-        wrong[:, self._n, torch.arange(self._n.numel())] = False
-        gaps = (correct - logits).masked_fill(~wrong, math.nan)  # (B, V, V'): (e_n(x) - e_v)^T W x, v != n(x)
+        B = W.shape[0]
+        correct = logits.gather(1, self._n.expand(B, -1)[:, None, :])  # (B, 1, V')
+        gaps = correct - logits.gather(1, self._wrong.expand(B, -1, -1))  # (B, V - 1, V')
+        low, high = torch.aminmax(gaps, dim=1)  # (B, V'): the smallest and largest gap of each token x
         out = {
             "loss_L0": loss,
             "grad_norm": frobenius(grad),
             "norm_ov": frobenius(W),
-            "margin_ov": gaps.nan_to_num(math.inf).amin((1, 2)),
-            "margin_spread_ov": (gaps.nan_to_num(-math.inf).amax(1) - gaps.nan_to_num(math.inf).amin(1)).amax(1),
+            "margin_ov": low.amin(1),
+            "margin_spread_ov": (high - low).amax(1),
         }
-        if self.task.W_ov_star is not None:
-            out["cos_ov"] = _cos_or_nan(W, _like(self.task.W_ov_star.W, W))
+        if self._star.W is not None:
+            out["cos_ov"] = _cos_or_nan(W, self._star.W, out["norm_ov"], self._star.norm)
         return out
 
 
-def _like(ref: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """A reference matrix (solved on the CPU) as a (1, ...) tensor on W's device and dtype."""
-    return ref.to(device=W.device, dtype=W.dtype)[None]
-
-
-def _model_metrics(task: TransformerTask, W_ov: torch.Tensor, W_kq: torch.Tensor):
-    """Metrics of the full model at (W_ov, W_kq), both (B, ...): loss, attention on optimal tokens, accuracy,
-    W_kq's norm, alignment and margin (stage 2 and joint training); also returns the loss and both gradients."""
+def _model_outputs(task: TransformerTask, W_ov: torch.Tensor, W_kq: torch.Tensor, *, wrt_ov: bool):
+    """Per run (both (B, ...)): the loss, grad W_kq, attention φ, logits and (``wrt_ov``) grad W_ov of eq. (1)."""
     def fn(a, b):
-        out = loss_and_grads(a, b, task.inputs)
-        return out.loss, out.grad_W_ov, out.grad_W_kq, out.attention, out.logits
+        out = loss_and_grads(a, b, task.inputs, wrt_ov=wrt_ov)
+        return (out.loss, out.grad_W_kq, out.attention, out.logits) + ((out.grad_W_ov,) if wrt_ov else ())
 
-    loss, g_ov, g_kq, phi, z = _per_run(fn, W_ov, W_kq)
-    opt = task.structure.optimal.to(phi.device)
-    phi_plus = (phi * opt).sum(-1)  # (B, N): attention mass on the optimal positions φ_+^(n)
-    pi = task.inputs.pi
-    out = {
-        "loss": loss,
-        "norm_kq": frobenius(W_kq),
-        "attn_opt_min": phi_plus.amin(1),
-        "attn_opt_mean": phi_plus @ pi,
-        "accuracy": (z.argmax(-1) == task.inputs.y).to(pi.dtype) @ pi,
-        "cos_neg_grad_kq": _cos_or_nan(W_kq, -g_kq),
-    }
-    if task.W_kq_star is not None:
-        W_star = _like(task.W_kq_star.W, W_kq)
-        out["cos_kq"] = _cos_or_nan(W_kq, W_star)
-        out["cos_grad_kq_star"] = cosine(g_kq, W_star)
-    rel = task.structure.relations.to(W_kq.device)
-    if rel.shape[0]:
-        A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q
-        out["margin_kq"] = (A[:, rel[:, 1], rel[:, 0]] - A[:, rel[:, 2], rel[:, 0]]).amin(1)
-    return out, loss, g_ov, g_kq
+    return _per_run(fn, W_ov, W_kq)
+
+
+class _ModelMetrics:
+    """Metrics of the full model (stage 2 and joint training) from the outputs of :func:`_model_outputs`: loss,
+    attention on the optimal tokens, accuracy, W_kq's norm, alignment and margin; the task's constants (optimal
+    positions, relations, W_kq*) are moved to the device once."""
+
+    def __init__(self, task: TransformerTask):
+        self.task = task
+        self.optimal = task.structure.optimal.to(task.E.device)
+        # (N, 1): φ_l^(n,0) = 1/L^(n), the attention from W_kq = 0
+        self.uniform = 1.0 / task.inputs.mask.sum(1, keepdim=True).to(task.inputs.pi.dtype)
+        rel = task.structure.relations.to(task.E.device)  # (R, 3): query q, optimal token u, other token u'
+        V = task.V  # margins of W_kq: A[u, q] - A[u', q] with A = E^T W_kq E, gathered from A flattened (V * V)
+        self.relations = (rel[:, 1] * V + rel[:, 0], rel[:, 2] * V + rel[:, 0]) if rel.shape[0] else None
+        self.star = _Reference(None if task.W_kq_star is None else task.W_kq_star.W, task.E)
+        self.theorem3 = theorem3_masks(task.structure, task.E.device)
+
+    def __call__(self, W_kq: torch.Tensor, loss: torch.Tensor, g_kq: torch.Tensor, phi: torch.Tensor,
+                 z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The metrics at W_kq (B, d, d), each (B,), and ``grad_norm`` = ||∇_{W_kq} L||."""
+        task, pi = self.task, self.task.inputs.pi
+        phi_plus = (phi * self.optimal).sum(-1)  # (B, N): attention mass on the optimal positions φ_+^(n)
+        norm, grad_norm = frobenius(W_kq), frobenius(g_kq)
+        pairs = [(W_kq, -g_kq, norm, grad_norm)]  # cos(W_kq, -∇L), and with W_kq*: cos(W_kq, W_kq*), cos(∇L, W_kq*)
+        if self.star.W is not None:
+            pairs += [(W_kq, self.star.W, norm, self.star.norm), (g_kq, self.star.W, grad_norm, self.star.norm)]
+        cos = _cosines(*map(list, zip(*pairs, strict=True)))
+        undefined = norm == 0  # cos is undefined at W_kq = 0 (docs/paper-c-transformer.md#decisions)
+        out = {
+            "loss": loss,
+            "norm_kq": norm,
+            "attn_opt_min": phi_plus.amin(1),
+            "attn_opt_floor": (phi - self.uniform).masked_fill(~self.optimal, math.inf).amin((1, 2)),  # Lemma 5
+            "attn_opt_mean": phi_plus @ pi,
+            "accuracy": (z.argmax(-1) == task.inputs.y).to(pi.dtype) @ pi,
+            "cos_neg_grad_kq": cos[0].masked_fill(undefined, math.nan),
+            "grad_norm": grad_norm,
+        }
+        if self.star.W is not None:
+            out["cos_kq"] = cos[1].masked_fill(undefined, math.nan)
+            out["cos_grad_kq_star"] = cos[2]
+        if self.relations is not None:
+            A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q, at u * V + q flattened
+            opt, other = self.relations
+            out["margin_kq"] = (A.flatten(1).index_select(1, opt) - A.flatten(1).index_select(1, other)).amin(1)
+            out["order_gap"] = theorem3_gap(A, task.structure, self.theorem3)  # NaN: no non-comparable tokens
+        return out
 
 
 class Stage2Problem:
@@ -234,7 +277,9 @@ class Stage2Problem:
 
     Parameters ``{"W_kq": (B, d, d)}``. ``W_ov`` is (|V|, d) (shared) or (B, |V|, d) (one per run, e.g. from a
     batched stage 1). Metrics: ``loss``, ``loss_floor``, ``loss_excess``, ``grad_norm``, ``norm_kq``, ``cos_kq``,
-    ``cos_neg_grad_kq``, ``cos_grad_kq_star``, ``attn_opt_min``, ``attn_opt_mean``, ``margin_kq``, ``accuracy``.
+    ``cos_neg_grad_kq``, ``cos_grad_kq_star``, ``attn_opt_min``, ``attn_opt_mean``, ``margin_kq``, ``accuracy``,
+    ``attn_opt_floor`` (Lemma 5: min over samples n and optimal positions l of φ_l^(n,t) - 1/L^(n)) and ``order_gap``
+    (Theorem 3's gaps, :func:`~ntpbias.geometry.transformer.theorem3_gap`).
     """
 
     def __init__(self, task: TransformerTask, W_ov: torch.Tensor, *, init: str = "zeros"):
@@ -242,6 +287,7 @@ class Stage2Problem:
         self.W_ov = W_ov.to(dtype=task.E.dtype, device=task.E.device)
         self.init = init
         self._floor_cache: dict[int, torch.Tensor | None] = {}
+        self._metrics = _ModelMetrics(task)
 
     def _W_ov(self, B: int) -> torch.Tensor:
         W = self.W_ov if self.W_ov.ndim == 3 else self.W_ov[None]
@@ -264,10 +310,13 @@ class Stage2Problem:
         return loss, {"W_kq": grad}
 
     def metrics(self, params) -> dict[str, torch.Tensor]:
+        return self.loss_grad_metrics(params, 0, [])[2]
+
+    def loss_grad_metrics(self, params, step, generators):
         W_kq = params["W_kq"]
         W_ov = self._W_ov(W_kq.shape[0])
-        out, loss, _, g_kq = _model_metrics(self.task, W_ov, W_kq)
-        out["grad_norm"] = frobenius(g_kq)
+        loss, g_kq, phi, z = _model_outputs(self.task, W_ov, W_kq, wrt_ov=False)
+        out = self._metrics(W_kq, loss, g_kq, phi, z)
         B = W_kq.shape[0]
         if B not in self._floor_cache:  # W_ov is frozen: the floor is a constant of the run
             self._floor_cache[B] = self.task.loss_floor(W_ov)
@@ -275,7 +324,7 @@ class Stage2Problem:
         if floor is not None:
             out["loss_floor"] = floor
             out["loss_excess"] = loss - floor
-        return out
+        return loss, {"W_kq": g_kq}, out
 
 
 class JointProblem:
@@ -289,6 +338,8 @@ class JointProblem:
     def __init__(self, task: TransformerTask, *, init: str = "zeros"):
         self.task = task
         self.init = init
+        self._metrics = _ModelMetrics(task)
+        self._star_ov = _Reference(None if task.W_ov_star is None else task.W_ov_star.W, task.E)
 
     def init_params(self, seeds: list[int]) -> dict[str, torch.Tensor]:
         t = self.task
@@ -304,13 +355,17 @@ class JointProblem:
         return loss, {"W_ov": g_ov, "W_kq": g_kq}
 
     def metrics(self, params) -> dict[str, torch.Tensor]:
+        return self.loss_grad_metrics(params, 0, [])[2]
+
+    def loss_grad_metrics(self, params, step, generators):
         W_ov, W_kq = params["W_ov"], params["W_kq"]
-        out, _, g_ov, g_kq = _model_metrics(self.task, W_ov, W_kq)
-        out["grad_norm"] = (frobenius(g_ov) ** 2 + frobenius(g_kq) ** 2).sqrt()
+        loss, g_kq, phi, z, g_ov = _model_outputs(self.task, W_ov, W_kq, wrt_ov=True)
+        out = self._metrics(W_kq, loss, g_kq, phi, z)
+        out["grad_norm"] = (frobenius(g_ov) ** 2 + out["grad_norm"] ** 2).sqrt()
         out["norm_ov"] = frobenius(W_ov)
-        if self.task.W_ov_star is not None:
-            out["cos_ov"] = _cos_or_nan(W_ov, _like(self.task.W_ov_star.W, W_ov))
-        return out
+        if self._star_ov.W is not None:
+            out["cos_ov"] = _cos_or_nan(W_ov, self._star_ov.W, out["norm_ov"], self._star_ov.norm)
+        return loss, {"W_ov": g_ov, "W_kq": g_kq}, out
 
 
 # ---------------------------------------------------------------------------------------------- running

@@ -11,7 +11,7 @@ Figures of the group ``attention`` (docs/paper-b-attention.md#experiments-and-fi
   floor; plus the Lemma 4.4 case (one irrelevant token) and Lemma 4.5's margin-gap condition.
 
 Trainers (``ntpbias train``): ``attention`` (:class:`AttentionConfig`: model (1) or (17) on K-level,
-Assumption-1, IMDB or Yelp data; the real-data presets live in :mod:`.imdb`) and ``attention-stage2``
+Assumption-1, IMDB or Yelp data; the real-data configs are at the end of :mod:`.config`) and ``attention-stage2``
 (:class:`StageTwoConfig`: stage 1 + stage 2 on any labelled token data).
 
 Decisions where the paper is silent (docs/paper-b-attention.md#decisions): the K-level law with δ~ in the
@@ -23,41 +23,19 @@ epoch 8) instead of d = 2048, lr = 1e-4 and 196 epochs; the stage-2 theory runs 
 (reported as facts).
 """
 
-from . import imdb  # noqa: F401  (registers the real-text presets and group)
-from .checks import REAL_THRESHOLDS, SYNTHETIC_THRESHOLDS, lemma41_checks, pattern_checks, stage_two_checks
-from .config import (
-    FIG2,
-    FIG2_QUICK,
-    FIG2_SMOKE,
-    STAGE2_GD,
-    STAGE2_LEMMA44,
-    STAGE2_NGD,
-    AttentionConfig,
-    AttentionModelConfig,
-    AttentionTrainConfig,
-    Lemma41Config,
-    StageOneConfig,
-    StageTwoConfig,
-    StageTwoModelConfig,
-    StageTwoTrainConfig,
-)
-from .data import TokenData, TokenDataConfig
-from .group import FIGURES, run_group, selection_table, train_attention, train_stage2
-from .runs import (
-    StageTwoRun,
-    correlations,
-    lemma41_sweep,
-    level_means,
-    read_token_table,
-    run_stage_two,
-    token_table,
-    token_table_csv,
-    train_classifier,
-)
+from ..._lazy import lazy_exports
 
-__all__ = ["FIG2", "FIG2_QUICK", "FIG2_SMOKE", "FIGURES", "REAL_THRESHOLDS", "STAGE2_GD", "STAGE2_LEMMA44",
-           "STAGE2_NGD", "SYNTHETIC_THRESHOLDS", "AttentionConfig", "AttentionModelConfig", "AttentionTrainConfig",
-           "Lemma41Config", "StageOneConfig", "StageTwoConfig", "StageTwoModelConfig", "StageTwoRun",
-           "StageTwoTrainConfig", "TokenData", "TokenDataConfig", "correlations", "lemma41_checks", "lemma41_sweep",
-           "level_means", "pattern_checks", "read_token_table", "run_group", "run_stage_two", "selection_table",
-           "stage_two_checks", "token_table", "token_table_csv", "train_attention", "train_classifier", "train_stage2"]
+#: public name -> the module that defines it (imported on first use: importing the package or its config imports
+#: no torch)
+_EXPORTS = {
+    **dict.fromkeys(("SYNTHETIC_THRESHOLDS", "lemma41_checks", "pattern_checks", "stage_two_checks"), ".checks"),
+    **dict.fromkeys(("AttentionConfig", "AttentionModelConfig", "AttentionTrainConfig", "FIG2", "FIG2_QUICK",
+                     "FIG2_SMOKE", "Lemma41Config", "STAGE2_GD", "STAGE2_LEMMA44", "STAGE2_NGD", "StageOneConfig",
+                     "StageTwoConfig", "StageTwoModelConfig", "StageTwoTrainConfig"), ".config"),
+    **dict.fromkeys(("TokenData", "TokenDataConfig"), ".data"),
+    **dict.fromkeys(("FIGURES", "run_group", "selection_table", "train_attention", "train_stage2"), ".group"),
+    **dict.fromkeys(("StageTwoRun", "correlations", "lemma41_sweep", "level_means", "read_token_table",
+                     "run_stage_two", "token_table", "token_table_csv", "train_classifier"), ".runs"),
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from ..._tensor import DTYPES
-from ...config import Config, setting
-from ...data.tokens import KLevelLaw, power_level_sizes
-from ...geometry.margins.program import SOLVERS
+from ...config import DTYPE_BYTES, Config, setting
+from ...data.config import KLevelLaw, PreprocessConfig, power_level_sizes
+from ...geometry.config import SOLVERS
 from ...limits import nbytes
-from ...training.attention import MODELS
-from ...training.loop import TrainConfig
-from ...training.optimizers import OptimizerConfig
+from ...models.config import ATTENTION_MODELS
+from ...training.config import OptimizerConfig, TrainConfig
 from ..base import GENERATOR_BYTES, RunConfig
 from .data import TokenDataConfig
 
@@ -22,7 +20,7 @@ from .data import TokenDataConfig
 class AttentionModelConfig(Config):
     """Model (1) or (17) of paper B and its embedding dimension."""
 
-    kind: str = setting("one_layer", "one_layer (eq. (1)) or two_layer (eq. (17))", choices=MODELS)
+    kind: str = setting("one_layer", "one_layer (eq. (1)) or two_layer (eq. (17))", choices=ATTENTION_MODELS)
     d: int = setting(2048, "embedding dimension of E, p, v (paper: 2048)", ge=1)
     train_v: bool = setting(True, "train v too (Sec. 5 of paper B trains all parameters); false = the theory's "
                             "fixed random unit v (docs/paper-b-attention.md#decisions)")
@@ -40,6 +38,9 @@ class AttentionTrainConfig(TrainConfig):
     decay_epochs: tuple[int, ...] = setting((100, 200), "epochs at which the learning rate is multiplied by "
                                             "optimizer.lr_decay (paper: 100, 200)", ge=1)
     log_points: int = setting(30, "log-spaced logging steps (metrics on the whole data)", ge=0)
+    mixed_precision: bool = setting(False, "model (17), float32: the first layer's T x T attention products in "
+                                    "bfloat16 (autocast), everything else in float32; for GPUs (on CPUs without fast "
+                                    "bfloat16 it is slower); docs/paper-b-attention.md#algorithms")
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,15 @@ class AttentionConfig(RunConfig):
         if self.optimizer.milestones:
             raise ValueError("set the learning-rate decay with train.decay_epochs (in epochs), not "
                              "optimizer.milestones")
+        if self.train.mixed_precision and (self.model.kind != "two_layer" or self.dtype != "float32"):
+            raise ValueError("train.mixed_precision applies to the two-layer model (17) in float32: set "
+                             "model.kind = \"two_layer\" and dtype = \"float32\", or leave it false")
 
     def footprint(self, shapes: tuple[int, int, int] | None = None) -> dict[str, int]:
         """Memory by part (see :func:`~ntpbias.experiments.base.preflight`): the seeds' parameters with their
         gradients and AdamW state, the sequences, one minibatch's activations (two-layer: its T x T attention).
         ``shapes`` = (|S|, n, T) of the data once read (default: what the settings say)."""
-        B, d, item = self.seeds, self.model.d, DTYPES[self.dtype].itemsize
+        B, d, item = self.seeds, self.model.d, DTYPE_BYTES[self.dtype]
         S, n, T = shapes or _token_shapes(self.data)
         batch = min(self.train.batch_size or n, n) if n else self.train.batch_size
         out = {f"{B:,} per-run random generators": B * GENERATOR_BYTES,
@@ -116,8 +120,9 @@ FIG2_SMOKE = replace(FIG2_QUICK, model=replace(FIG2.model, d=32), train=replace(
                      data=replace(FIG2.data, n=256, T=64))
 
 
-def _fig2(scale: str) -> AttentionConfig:
-    return {"paper": FIG2, "quick": FIG2_QUICK}.get(scale, FIG2_SMOKE)
+def fig2_scaled(cfg: AttentionConfig, scale: str) -> AttentionConfig:
+    """Figure 2's config ``cfg`` (:data:`FIG2`) at ``scale``: the paper's, :data:`FIG2_QUICK` or :data:`FIG2_SMOKE`."""
+    return {"paper": cfg, "quick": FIG2_QUICK}.get(scale, FIG2_SMOKE)
 
 
 @dataclass(frozen=True)
@@ -215,3 +220,33 @@ class Lemma41Config:
     data: TokenDataConfig = field(default_factory=lambda: TokenDataConfig(
         n=512, T=32, law=KLevelLaw(irrelevant_size=64, level_sizes=power_level_sizes(4, offset=2),
                                    deltas=(0.4, 0.3, 0.2, 0.05), delta_tilde=0.3)))
+
+
+# ------------------------------------------------------------------------------------------------ real text (App. D)
+#: Figures 1 and 3 on IMDB at the paper's settings (App. D of paper B; sequences capped at BERT's 512 tokens)
+IMDB_ONE_LAYER = AttentionConfig(
+    model=AttentionModelConfig(kind="one_layer", d=2048),
+    train=AttentionTrainConfig(epochs=500, decay_epochs=(100, 200)), dtype="float32",
+    optimizer=OptimizerConfig(name="adamw", lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-8),
+    data=TokenDataConfig(source="imdb", preprocess=PreprocessConfig(max_length=512)))
+IMDB_TWO_LAYER = replace(IMDB_ONE_LAYER, model=replace(IMDB_ONE_LAYER.model, kind="two_layer"))
+#: the same on Yelp reviews (``data.path`` names the Yelp Open Dataset file)
+YELP_ONE_LAYER, YELP_TWO_LAYER = (replace(cfg, data=replace(cfg.data, source="yelp"))
+                                  for cfg in (IMDB_ONE_LAYER, IMDB_TWO_LAYER))
+
+#: the real-text runs at the quick and smoke scales: model and schedule, and the data (a subsample, a purge, a cap)
+QUICK = {"d": 64, "epochs": 10, "decay_epochs": (4, 8)}
+QUICK_DATA = {"subsample": 3000, "min_count": 30, "max_length": 64}
+SMOKE = {"d": 16, "epochs": 1, "decay_epochs": ()}
+SMOKE_DATA = {"subsample": 300, "min_count": 5, "max_length": 32}
+
+
+def real_text_scaled(cfg: AttentionConfig, scale: str) -> AttentionConfig:
+    """A real-data preset at ``scale`` (paper: as App. D; quick/smoke: a subsample, small d, few epochs, a cap)."""
+    if scale == "paper":
+        return cfg
+    model, data = (QUICK, QUICK_DATA) if scale == "quick" else (SMOKE, SMOKE_DATA)
+    pre = replace(cfg.data.preprocess, min_count=data["min_count"], max_length=data["max_length"])
+    return replace(cfg, model=replace(cfg.model, d=model["d"]),
+                   train=replace(cfg.train, epochs=model["epochs"], decay_epochs=model["decay_epochs"]),
+                   data=replace(cfg.data, subsample=data["subsample"], preprocess=pre))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
 from ...config import Config, setting
-from ...data.reviews import YelpConfig
-from ...data.text import PreprocessConfig
-from ...data.tokens import KLevelLaw, TokenSequences
+from ...data.config import KLevelLaw, PreprocessConfig, YelpConfig
 from ...errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from ...data.tokens import TokenSequences
 
 DATA_SOURCES = ("k_level", "assumption1", "imdb", "yelp")
 
@@ -87,6 +88,8 @@ class TokenDataConfig(Config):
                 docs = reviews.read_imdb_csv(self.path)
             total = len(docs.texts)
             if self.subsample < total:
+                import numpy as np
+
                 keep = np.sort(np.random.default_rng(self.seed).choice(total, self.subsample, replace=False))
                 docs = dataclasses.replace(docs, texts=tuple(docs.texts[i] for i in keep), labels=docs.labels[keep],
                                            info={**docs.info, "subsample": f"{self.subsample} of {total}"})

@@ -9,43 +9,41 @@ import torch
 
 from ..._tensor import resolve_device
 from ...geometry.attention import selection as gs
-from ...io import ensure_dir, write_npz, write_text
+from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ...training.history import History
-from ..base import Group, Preset, RunContext, raise_if_failed, register_group, register_preset, register_trainer
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
+from ..claims import cite
 from .checks import (
-    REAL_THRESHOLDS,
     SYNTHETIC_THRESHOLDS,
     lemma41_checks,
     pattern_checks,
     stage_one_checks,
     stage_two_checks,
 )
-from .config import FIG2, STAGE2_GD, STAGE2_LEMMA44, STAGE2_NGD, AttentionConfig, Lemma41Config, StageTwoConfig, _fig2
+from .config import (
+    FIG2,
+    STAGE2_GD,
+    STAGE2_LEMMA44,
+    STAGE2_NGD,
+    AttentionConfig,
+    Lemma41Config,
+    StageTwoConfig,
+    fig2_scaled,
+)
+from .figure3 import classifier_section, figure_checks
+from .imdb_grade import LEVEL_SOURCE, LEVELS, at_paper_settings
 from .runs import (
     StageTwoRun,
     correlations,
     lemma41_sweep,
     level_means,
-    read_token_table,
     run_stage_two,
     theorem_gap_facts,
     token_table,
-    token_table_csv,
     train_classifier,
 )
-
-
-def classifier_section(out, fig_id: str, title: str, runs: list[tuple[str, str, History, dict]], *,
-                       color_by: str, caption: str) -> FigureSpec:
-    """Write each run's per-token CSV (``tokens-<run>.csv``) and return the scatter figure drawn from them."""
-    panels = []
-    for run, label, _, table in runs:
-        path = out / f"tokens-{run}.csv"
-        write_text(path, token_table_csv(table))
-        saved = read_token_table(path)
-        panels.append((label, saved, correlations(saved)[int(saved["seed"].min())]))
-    return FigureSpec(fig_id, title, caption, "attention.embeddings", {"panels": panels, "color_by": color_by})
 
 
 def fig2_pattern_rows(run: str, table: dict[str, np.ndarray], setting: str) -> list[tuple]:
@@ -120,16 +118,17 @@ def train_attention(cfg: AttentionConfig, ctx: RunContext) -> RunResult:
     section.plots.append(FigureSpec("training", "Training", "Loss and accuracy on the whole data, and the two "
                                     "correlations, per epoch.", "attention.training",
                                     {"rows": history.rows(), "runs": ["train"]}))
-    thresholds = SYNTHETIC_THRESHOLDS if not cfg.data.is_text else REAL_THRESHOLDS[cfg.model.kind]
-    text = cfg.data.is_text
-    section.checks.extend(pattern_checks("train", table, history, thresholds=thresholds,
-                                         min_accuracy=0.99 if not text else 0.0, data="text" if text else "k_level",
-                                         data_seed=cfg.data.seed if not text or cfg.data.subsample else None))
+    if cfg.data.is_text:  # Figs. 1/3 as the figures show them; levels only at the paper's settings
+        paper = at_paper_settings(cfg)
+        section.checks.extend(figure_checks("train", table, history, model=cfg.model.kind, converged=paper,
+                                            setting=f"d = {cfg.model.d}, {cfg.train.epochs} epochs",
+                                            levels=LEVELS.get("paper", {}).get(cfg.model.kind) if paper else None,
+                                            level_source=LEVEL_SOURCE["paper"]))
+    else:
+        section.checks.extend(pattern_checks("train", table, history, data_seed=cfg.data.seed))
     return RunResult(section, cfg, [history],
                      {"status": history.status, "final": history.at(), "correlations": correlations(table)})
 
-
-register_trainer("attention", AttentionConfig, train_attention)
 
 
 def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> RunResult:
@@ -158,14 +157,8 @@ def train_stage2(cfg: StageTwoConfig, ctx: RunContext) -> RunResult:
                      failure=r.history)
 
 
-register_trainer("attention-stage2", StageTwoConfig, train_stage2)
 
-
-FIGURES = {
-    "attention-fig2": "Fig. 2: one-layer model (AdamW, all parameters) on K-level data: <E_s, p>, <E_s, v> vs PD(s)",
-    "attention-lemma41": "Lemma 4.1: one-step error vs d against 11 η₀ d^{-1/4}; <E¹_s - E⁰_s, v> vs (η₀/2) α_s",
-    "attention-stage2": "Stage 2 (Thm 4.3, Lemmas 4.4-4.5): cos with the max-margin direction, selection accuracy",
-}
+FIGURES = GROUPS["attention"].figures
 
 
 def _lemma41_config(scale: str, seeds: int) -> Lemma41Config:
@@ -246,7 +239,10 @@ def run_group(ctx: RunContext) -> RunResult:
         section.checks.append(Check("Lemma 4.5: margin gap", "||p̂|| <= (1 - μ)||p̂'|| with μ > 0 for every selection "
                                     "p̂' that also ties one irrelevant token (the corrected direction)",
                                     gap.mu, "> 0", gap.mu > 0, "Lemma 4.5 of paper B", kind="theorem",
-                                    premise="Assumption 1 (the A1-base data satisfy it)", premise_met=True,
+                                    **cite("B:lemma45-expect"), metric="μ = 1 - max ||p̂||/||p̂'|| over the "
+                                    "alternative selections p̂' (the lemma's hypothesis, with the inequality in the "
+                                    "direction its explanation gives)",
+                                    premise="Assumption 1", premise_met=not ngd.assumption1,
                                     threshold_source=f"the lemma's condition μ > 0 over {gap.n_checked} of the "
                                                      f"{gap.n_possible:.3g} alternative selections: every one that "
                                                      f"adds one irrelevant token and {len(gap.sampled_norms)} random "
@@ -273,7 +269,7 @@ def run_group(ctx: RunContext) -> RunResult:
                                                                    "stage2-gd": "GD (h = 1)"}}))
 
     if ctx.wants("attention-fig2"):
-        base = replace(_fig2(ctx.scale), seeds=max(1, ctx.seeds), device=ctx.device)
+        base = replace(fig2_scaled(FIG2, ctx.scale), seeds=max(1, ctx.seeds), device=ctx.device)
         data = base.data.build()
         section.facts.update({f"Fig. 2 data: {k}": v for k, v in data.facts.items()})
         panels, corr_rows, fig2_histories = [], [], []
@@ -330,19 +326,3 @@ def _stage_two_row(run: str, r: StageTwoRun) -> tuple:
     worst = {k: (max if k == "loss_above_floor" else min)(last[k]) if k in last else float("nan")
              for k in ("p_norm", "cos_mm", "selection_accuracy", "margin_mm", "loss_above_floor")}
     return (run, r.history.step, *worst.values())
-
-
-for _name, _desc, _make in (
-    ("attention-fig2", "Fig. 2 of paper B: one-layer model, AdamW on K-level data (|S|=2048, K=8, T=256); "
-     "paper: d=2048, lr 1e-4, 196 epochs (quick: d=256, lr 1e-3, 10 epochs)", _fig2),
-    ("attention-stage2", "Paper B stage 2: normalized GD (h=0.5) on p with E fixed at E¹, A1-base data, "
-     "d=1024, η₀=200", lambda s: STAGE2_NGD),
-    ("attention-stage2-gd", "Paper B stage 2 by plain GD (h=1, 10^4 steps), A1-base data", lambda s: STAGE2_GD),
-    ("attention-stage2-lemma44", "Paper B Lemma 4.4 case: one irrelevant token, d=16384, normalized GD",
-     lambda s: STAGE2_LEMMA44),
-):
-    register_preset(Preset(_name, _desc, _make))
-
-register_group(Group("attention", "Paper B: attention with trained embeddings (synthetic data and theory)",
-                     FIGURES, run_group,
-                     presets=("attention-fig2", "attention-stage2", "attention-stage2-gd", "attention-stage2-lemma44")))

@@ -25,8 +25,9 @@ from ...training.attention import (
     classifier_optimizer,
     stage_two_optimizer,
 )
+from ...training.config import TrainConfig
 from ...training.history import History
-from ...training.loop import TrainConfig, Trainer
+from ...training.loop import Trainer
 from ...training.optimizers import Optimizer
 from ..base import RunContext
 from .config import AttentionConfig, Lemma41Config, StageTwoConfig
@@ -42,13 +43,14 @@ def train_classifier(cfg: AttentionConfig, data: TokenData, ctx: RunContext, run
                  hint="cap the sequences (data.preprocess.max_length), or use a smaller d or batch", device=device)
     problem = ClassifierProblem(data.ds, model=cfg.model.kind, d=cfg.model.d, train_v=cfg.model.train_v,
                                 layer_norm_affine=cfg.model.layer_norm_affine, batch_size=cfg.train.batch_size,
-                                dtype=DTYPES[cfg.dtype], device=device)
+                                dtype=DTYPES[cfg.dtype], device=device, mixed_precision=cfg.train.mixed_precision)
     spe = problem.steps_per_epoch
     optimizer = Optimizer(classifier_optimizer(cfg.optimizer, steps_per_epoch=spe,
                                                decay_epochs=cfg.train.decay_epochs), fused=True)
     epochs = cfg.train.epochs
     train = TrainConfig(steps=cfg.train.steps or epochs * spe, log_points=cfg.train.log_points,
-                        log_every=cfg.train.log_every or spe * max(1, epochs // 10),
+                        log_every=cfg.train.log_every or spe * (1 if cfg.model.kind == "one_layer" else
+                                                                max(1, epochs // 10)),
                         checkpoint_every=cfg.train.checkpoint_every)
     trainer = Trainer(problem, optimizer, train, seeds=[cfg.seed + b for b in range(cfg.seeds)],
                       checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)

@@ -18,20 +18,16 @@ probabilities, and GD with η = 0.5. ``--seeds N`` trains N initializations (see
 dataset (fixed by ``data.seed``), batched.
 """
 
-from .checks import run_checks
-from .config import (
-    FIG4,
-    FIG5_ADAM,
-    FIG5_NGD,
-    TWO_D,
-    LinearConfig,
-    LinearDataConfig,
-    LinearModelConfig,
-    LinearTrainConfig,
-    scaled,
-)
-from .group import FIGURES, run_group
-from .runs import reference, train_linear, train_run
+from ..._lazy import lazy_exports
 
-__all__ = ["FIG4", "FIG5_ADAM", "FIG5_NGD", "FIGURES", "TWO_D", "LinearConfig", "LinearDataConfig", "LinearModelConfig",
-           "LinearTrainConfig", "reference", "run_checks", "run_group", "scaled", "train_linear", "train_run"]
+#: public name -> the module that defines it (imported on first use: importing the package or its config imports
+#: no torch)
+_EXPORTS = {
+    **dict.fromkeys(("run_checks",), ".checks"),
+    **dict.fromkeys(("FIG4", "FIG5_ADAM", "FIG5_NGD", "LinearConfig", "LinearDataConfig", "LinearModelConfig",
+                     "LinearTrainConfig", "TWO_D", "scaled"), ".config"),
+    **dict.fromkeys(("FIGURES", "run_group"), ".group"),
+    **dict.fromkeys(("reference", "train_linear", "train_run"), ".runs"),
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -15,7 +15,7 @@ from ...training.history import History
 from ...training.linear import LinearNTPProblem, LinearReference
 from ...training.loop import Trainer
 from ...training.optimizers import Optimizer
-from ..base import RunContext, register_trainer
+from ..base import RunContext
 from .checks import run_checks
 from .config import LinearConfig
 
@@ -80,5 +80,3 @@ def train_linear(cfg: LinearConfig, ctx: RunContext) -> RunResult:
     return RunResult(section, cfg, [history],
                      {"status": history.status, "message": history.message, "final": history.at()}, failure=history)
 
-
-register_trainer("linear", LinearConfig, train_linear)

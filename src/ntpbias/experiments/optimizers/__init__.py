@@ -13,11 +13,15 @@ with η0 matching the Frobenius length of a step across norms, Adam's and Adagra
 and Muon's quintic Newton-Schulz, the cancellation-free gradient of :mod:`ntpbias.geometry.linear.excess`.
 """
 
-from .checks import f_part_check, findings, onehot_checks, sanity_checks
-from .config import DATASETS, MEMBERS, ROSTER, NormsConfig, optimizer_for, run_config
-from .group import FIGURES, run_group
-from .runs import NormsProblem, NormsReference, norm_references, train_norms, train_run
+from ..._lazy import lazy_exports
 
-__all__ = ["DATASETS", "FIGURES", "MEMBERS", "ROSTER", "NormsConfig", "NormsProblem", "NormsReference",
-           "f_part_check", "findings", "norm_references", "onehot_checks", "optimizer_for", "run_config", "run_group",
-           "sanity_checks", "train_norms", "train_run"]
+#: public name -> the module that defines it (imported on first use: importing the package or its config imports
+#: no torch)
+_EXPORTS = {
+    **dict.fromkeys(("f_part_check", "findings", "onehot_checks", "sanity_checks"), ".checks"),
+    **dict.fromkeys(("DATASETS", "MEMBERS", "NormsConfig", "ROSTER", "optimizer_for", "run_config"), ".config"),
+    **dict.fromkeys(("FIGURES", "run_group"), ".group"),
+    **dict.fromkeys(("NormsProblem", "NormsReference", "norm_references", "train_norms", "train_run"), ".runs"),
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

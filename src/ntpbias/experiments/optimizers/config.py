@@ -8,11 +8,10 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from ...config import setting
-from ...data.corpus import CorpusConfig
-from ...geometry.norms import NORMS
-from ...training.loop import TrainConfig
-from ...training.optimizers import OptimizerConfig
-from ..base import Preset, RunConfig, register_preset
+from ...data.config import CorpusConfig
+from ...geometry.config import NORMS
+from ...training.config import OptimizerConfig, TrainConfig
+from ..base import RunConfig
 from ..linear.config import LinearDataConfig, LinearModelConfig
 
 GROUP = "optimizers"
@@ -145,8 +144,7 @@ def scaled(cfg: NormsConfig, scale: str) -> NormsConfig:
     return replace(cfg, train=replace(cfg.train, steps=STEPS[scale], log_points=LOG_POINTS[scale]))
 
 
-for _member in ("sign", "muon", "adam"):
-    _cfg = NormsConfig(data=ONEHOT, optimizer=optimizer_for(_member, ONEHOT.V, ONEHOT.d))
-    register_preset(Preset(f"optimizers-{_member}", f"{MEMBERS[_member].label} on the one-hot data, measured in every "
-                           "norm (10^4 steps; paper 10^5)", lambda scale, cfg=_cfg: scaled(cfg, scale)))
 
+#: the presets (:data:`ntpbias.experiments.catalog.PRESETS`): sign descent, Muon and Adam on the one-hot data
+SIGN, MUON, ADAM = (NormsConfig(data=ONEHOT, optimizer=optimizer_for(member, ONEHOT.V, ONEHOT.d))
+                    for member in ("sign", "muon", "adam"))

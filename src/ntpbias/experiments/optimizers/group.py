@@ -12,13 +12,13 @@ from ...geometry.norms import NORMS
 from ...io import ensure_dir
 from ...results import RunResult, Section, Table
 from ...training.history import History
-from ..base import Group, RunContext, raise_if_failed, register_group
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
 from .checks import f_part_check, findings, onehot_checks, sanity_checks
 from .config import DATASET_TITLES, DATASETS, GROUP, MEMBERS, ROSTER, run_config
 from .runs import dataset, final_table, margins_figure, norm_references, save_references, svm_table, train_run
 
-FIGURES = {f"{GROUP}-{name}": f"margin ratio in each norm against steps, one curve per optimizer: {title}"
-           for name, title in DATASET_TITLES.items()}
+FIGURES = GROUPS[GROUP].figures
 LABELS = {m.name: m.label for m in ROSTER}
 
 
@@ -95,7 +95,3 @@ def _favourites(histories: list[History]) -> Table:
     return Table("The norm each optimizer's direction is closest to maximizing (highest margin ratio at the last "
                  "step)", ("dataset", "optimizer", "highest ratio in", "ratio", "known limit (one-hot)", "agrees"),
                  tuple(rows))
-
-
-register_group(Group(GROUP, "Beyond paper A: the max-margin direction of each optimizer in every norm", FIGURES,
-                     run_group))

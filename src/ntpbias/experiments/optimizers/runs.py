@@ -20,15 +20,15 @@ from ...geometry.margins.program import ntp_svm
 from ...io import ensure_dir, write_npz
 from ...metrics import cosine, frobenius, norm_margin_metrics
 from ...results import FigureSpec, RunResult, Section, Table
+from ...training.config import OptimizerConfig
 from ...training.history import History
 from ...training.linear import LinearNTPProblem, LinearReference
 from ...training.loop import Trainer
-from ...training.optimizers import Optimizer, OptimizerConfig
-from ..base import RunContext, register_trainer
+from ...training.optimizers import Optimizer
+from ..base import RunContext
 from ..linear.config import LinearDataConfig
 from .config import (
     FIG4,
-    GROUP,
     ONEHOT,
     SHAKESPEARE,
     SHAKESPEARE_EMBEDDING,
@@ -222,5 +222,3 @@ def train_norms(cfg: NormsConfig, ctx: RunContext) -> RunResult:
                                                "final": history.at(), "known_norm": known_norm(cfg.optimizer)},
                      failure=history)
 
-
-register_trainer(GROUP, NormsConfig, train_norms)

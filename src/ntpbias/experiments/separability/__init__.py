@@ -40,24 +40,17 @@ Design (decisions where the paper is silent):
   comparison) and with the counting bound (:mod:`.scaling`; docs/separability.md).
 """
 
-from .checks import config_checks
-from .config import METHODS, SeparabilityConfig
-from .group import FIGURES, SCALE_GRID, check_grid, grid_points, group_configs, run_group, train_separability
-from .runs import (
-    Trial,
-    TrialResult,
-    configurations,
-    critical,
-    critical_dimensions,
-    read_trials,
-    run_trials,
-    summarize,
-    trial_dataset,
-    trial_seed,
-    trials_csv,
-)
+from ..._lazy import lazy_exports
 
-__all__ = ["FIGURES", "METHODS", "SCALE_GRID", "SeparabilityConfig", "Trial", "TrialResult", "check_grid",
-           "config_checks", "configurations", "critical", "critical_dimensions", "grid_points", "group_configs",
-           "read_trials", "run_group",
-           "run_trials", "summarize", "train_separability", "trial_dataset", "trial_seed", "trials_csv"]
+#: public name -> the module that defines it (imported on first use: importing the package or its config imports
+#: no torch)
+_EXPORTS = {
+    **dict.fromkeys(("config_checks",), ".checks"),
+    **dict.fromkeys(("METHODS", "SeparabilityConfig"), ".config"),
+    **dict.fromkeys(("FIGURES", "SCALE_GRID", "check_grid", "grid_points", "group_configs", "run_group",
+                     "train_separability"), ".group"),
+    **dict.fromkeys(("Trial", "TrialResult", "configurations", "critical", "critical_dimensions", "read_trials",
+                     "run_trials", "summarize", "trial_dataset", "trial_seed", "trials_csv"), ".runs"),
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..._tensor import DEVICE_PATTERN
-from ...config import Config, setting
-from ..base import Preset, register_preset
+from ...config import DEVICE_PATTERN, Config, setting
 
 METHODS = ("nested", "lp", "auto", "dual")
 
@@ -50,8 +48,6 @@ class SeparabilityConfig(Config):
 
 
 
-
-register_preset(Preset("separability-cover", "one-hot binary (V=2, |S_j|=1): Cover's d/m = 1/2, m = 40, 200 datasets",
-                       lambda s: SeparabilityConfig(V=2, support_size=1, m=40, trials=200)))
-register_preset(Preset("separability-ntp", "NTP-separability of paper A's support pattern (V=10, |S_j|=6), m = 40, "
-                       "100 datasets", lambda s: SeparabilityConfig(V=10, support_size=6, m=40, trials=100)))
+#: the presets (:data:`ntpbias.experiments.catalog.PRESETS`): Cover's one-hot binary case and paper A's support pattern
+COVER = SeparabilityConfig(V=2, support_size=1, m=40, trials=200)
+NTP = SeparabilityConfig(V=10, support_size=6, m=40, trials=100)

@@ -14,7 +14,8 @@ from ...io import ensure_dir, write_text
 from ...parallel import ExecutorConfig
 from ...results import FigureSpec, RunResult, Section, Table
 from ...stats import cover_median_ratios, fraction_curve, wilson
-from ..base import Group, RunContext, register_group, register_trainer
+from ..base import RunContext
+from ..catalog import GROUPS
 from .checks import config_checks, study_checks, study_tables
 from .config import SeparabilityConfig
 from .runs import BANDS_UP_TO, TrialResult, read_trials, run_trials, summarize, transition_size, trials_csv
@@ -48,17 +49,9 @@ def _curve_rows(results: list[TrialResult]) -> list[dict]:
             for di, f, a, b, c in zip(d, sep, lo, hi, comp, strict=True)]
 
 
-register_trainer("separability", SeparabilityConfig, train_separability)
-
 
 # ------------------------------------------------------------------------------------------------ `reproduce`
-FIGURES = {
-    "separability-transition": "fraction of NTP-separable and NTP_H-compatible datasets against d/m",
-    "separability-thresholds": "empirical thresholds (median d*/m, 95% interval) per (V, |S_j|) and m",
-    "separability-cover": "one-hot binary: distribution of the critical d against Cover's exact law",
-    "separability-phase": "phase diagram: extrapolated thresholds against |S_j|/V per V, measured and predicted",
-    "separability-extrapolation": "finite-size extrapolation of the thresholds in 1/m, with residuals",
-}
+FIGURES = GROUPS["separability"].figures
 #: the large-m study's (V, |S_j|): every V in {2, 3, 5, 10, 20} with |S_j| in {1, 2, V/2, V - 1}
 PAPER_CONFIGS = ((2, 1), (3, 1), (3, 2), (5, 1), (5, 2), (5, 4), (10, 1), (10, 2), (10, 5), (10, 9),
                  (20, 1), (20, 2), (20, 10), (20, 19))
@@ -288,8 +281,3 @@ def _finite(reduce, values) -> float | None:
 
 def _interval(s: dict, key: str) -> str:
     return f"{s[key]:.3f} [{s[key + '_low']:.3f}, {s[key + '_high']:.3f}]"
-
-
-register_group(Group("separability", "NTP-separability phase transition (paper A, open question 1)", FIGURES,
-                     run_group,
-                     presets=("separability-cover", "separability-ntp")))

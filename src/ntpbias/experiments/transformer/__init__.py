@@ -23,28 +23,19 @@ sizes cannot be batched; figures show the mean and the min-max band. The quick a
 the paper scale adds a 6000-step stage 2 on Example 1 for Lemma 7 (t_0 = 2080).
 """
 
-from ...geometry.transformer.optimum import KIND_NC, KIND_OPT, UnseenInputs, theorem3_inputs
-from .checks import EXAMPLE1_COS, EXAMPLE1_NORM_900, example1_checks, theory_checks
-from .config import (
-    ALGORITHMS,
-    DATA_SOURCES,
-    EXAMPLE1,
-    FIG2,
-    FIG2_SAMPLES,
-    JOINT,
-    UNIT,
-    StageConfig,
-    TransformerConfig,
-    TransformerDataConfig,
-    TransformerModelConfig,
-    TransformerTrainConfig,
-)
-from .generalization import evaluate_unseen, example2, extended_order_gap, generalization
-from .group import FIGURES, run_group, train_transformer
-from .runs import SeedRun, load_dataset, run_config, train_seed
+from ..._lazy import lazy_exports
 
-__all__ = ["ALGORITHMS", "DATA_SOURCES", "EXAMPLE1", "EXAMPLE1_COS", "EXAMPLE1_NORM_900", "FIG2", "FIG2_SAMPLES",
-           "FIGURES", "JOINT", "KIND_NC", "KIND_OPT", "UNIT", "SeedRun", "StageConfig", "TransformerConfig",
-           "TransformerDataConfig", "TransformerModelConfig", "TransformerTrainConfig", "UnseenInputs",
-           "evaluate_unseen", "example1_checks", "example2", "extended_order_gap", "generalization", "load_dataset",
-           "run_config", "run_group", "theorem3_inputs", "theory_checks", "train_seed", "train_transformer"]
+#: public name -> the module that defines it (imported on first use: importing the package or its config imports
+#: no torch)
+_EXPORTS = {
+    **dict.fromkeys(("KIND_NC", "KIND_OPT", "UnseenInputs", "theorem3_inputs"), "ntpbias.geometry.transformer.optimum"),
+    **dict.fromkeys(("EXAMPLE1_COS", "EXAMPLE1_NORM_900", "example1_checks", "theory_checks"), ".checks"),
+    **dict.fromkeys(("ALGORITHMS", "DATA_SOURCES", "EXAMPLE1", "FIG2", "FIG2_SAMPLES", "JOINT", "PROP2", "StageConfig",
+                     "TransformerConfig", "TransformerDataConfig", "TransformerModelConfig", "TransformerTrainConfig",
+                     "UNIT"), ".config"),
+    **dict.fromkeys(("evaluate_unseen", "example2", "extended_order_gap", "generalization"), ".generalization"),
+    **dict.fromkeys(("FIGURES", "run_group", "train_transformer"), ".group"),
+    **dict.fromkeys(("SeedRun", "load_dataset", "run_config", "train_seed"), ".runs"),
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

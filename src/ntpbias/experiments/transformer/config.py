@@ -4,26 +4,20 @@ tables) and its presets."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ...config import Config, setting
-from ...data.generators import generate_samples, generate_sentences
-from ...data.sentences import BUILTIN, NTPSamples
-from ...geometry.margins.program import SOLVERS
+from ...data.config import BUILTIN_SENTENCES
+from ...geometry.config import SOLVERS
 from ...limits import nbytes
-from ...models.transformer import EMBEDDINGS
-from ...training.init import INITS
-from ...training.loop import TrainConfig
-from ...training.transformer import (
-    paper_step_sizes,
-)
-from ..base import (
-    Preset,
-    RunConfig,
-    register_preset,
-)
+from ...models.config import EMBEDDINGS
+from ...training.config import INITS, TrainConfig, paper_step_sizes
+from ..base import RunConfig
 
-DATA_SOURCES = ("sentences", "samples", *BUILTIN, "file")
+if TYPE_CHECKING:
+    from ...data.sentences import NTPSamples
+
+DATA_SOURCES = ("sentences", "samples", *BUILTIN_SENTENCES, "file")
 
 ALGORITHMS = ("two-stage", "joint")
 
@@ -61,6 +55,10 @@ class TransformerDataConfig(Config):
         return self.source in ("sentences", "samples")
 
     def build(self, seed: int) -> NTPSamples:
+        """The dataset (``seed`` drives the random generators)."""
+        from ...data.generators import generate_samples, generate_sentences
+        from ...data.sentences import BUILTIN, NTPSamples
+
         if self.source == "sentences":
             return generate_sentences(self.V, L_max=self.L_max, r_max=self.r_max or 1, seed=seed,
                                       derangement=self.derangement)
@@ -154,16 +152,6 @@ class TransformerConfig(RunConfig):
 FIG2 = TransformerConfig()
 FIG2_SAMPLES = replace(FIG2, data=TransformerDataConfig(source="samples"))
 EXAMPLE1 = replace(FIG2, data=TransformerDataConfig(source="example1"))
+PROP2 = replace(FIG2, data=TransformerDataConfig(source="prop2-counterexample"))
 UNIT = replace(FIG2, model=replace(FIG2.model, embedding="unit"))
 JOINT = replace(FIG2, model=replace(FIG2.model, algorithm="joint"))
-
-for _name, _desc, _cfg in (
-    ("transformer-fig2", "Fig. 2: Algorithm 1 on a random realizable dataset, |V| = d = 20, η₀ = 0.2/√d, "
-                         "η = 0.05/√d, 900 + 900 steps", FIG2),
-    ("transformer-fig2-samples", "Fig. 2 on the 'samples' generator (not prefix-closed, |O_q| >= 2 common)",
-     FIG2_SAMPLES),
-    ("transformer-example1", "Algorithm 1 on Example 1 (d = 4, η₀ = 0.1, η = 0.025, 900 + 900 steps)", EXAMPLE1),
-    ("transformer-unit", "ablation: random unit-norm (non-orthonormal) embeddings, Fig. 2's settings", UNIT),
-    ("transformer-joint", "ablation: W_ov and W_kq trained jointly (NGD, η₀, 1800 steps), Fig. 2's data", JOINT),
-):
-    register_preset(Preset(_name, _desc, lambda scale, cfg=_cfg: cfg))

@@ -205,9 +205,10 @@ def bound_curves(prefix: str, runs: list[SeedRun], consts: list[dict]) -> dict:
 
 
 def series(history: History, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values) of a one-run history."""
-    steps = np.array([r["step"] for r in history.rows()], dtype=float)
-    return steps, np.array([r.get(metric, np.nan) for r in history.rows()], dtype=float)
+    """(steps, values) of a one-run history (several seeds: step-major, as its rows)."""
+    steps = np.repeat(history.steps.astype(float), len(history.seeds))
+    values = history.columns.get(metric)
+    return steps, (np.full(steps.shape, np.nan) if values is None else values.reshape(-1).astype(float))
 
 
 def at(history: History, metric: str, step: int) -> float:

@@ -16,11 +16,16 @@ Vakilian, Thrampoulidis 2024) on planted support patterns and on Shakespeare:
 * ``ufm-shakespeare``: the same measurements on real text.
 """
 
-from .checks import geometry_checks, order_checks, path_checks, training_checks
-from .config import OVERLAP, PLANTED_ADAM, PLANTED_GD, PLANTED_NGD, SHAKESPEARE, UFMConfig, UFMDataConfig, scaled
-from .group import FIGURES, run_group, train_ufm
-from .runs import half_times, order_statistics, reference, run_path, train_run
+from ..._lazy import lazy_exports
 
-__all__ = ["FIGURES", "OVERLAP", "PLANTED_ADAM", "PLANTED_GD", "PLANTED_NGD", "SHAKESPEARE", "UFMConfig",
-           "UFMDataConfig", "geometry_checks", "half_times", "order_checks", "order_statistics", "path_checks",
-           "reference", "run_group", "run_path", "scaled", "train_run", "train_ufm", "training_checks"]
+#: public name -> the module that defines it (imported on first use: importing the package or its config imports
+#: no torch)
+_EXPORTS = {
+    **dict.fromkeys(("geometry_checks", "order_checks", "path_checks", "training_checks"), ".checks"),
+    **dict.fromkeys(("OVERLAP", "PLANTED_ADAM", "PLANTED_GD", "PLANTED_NGD", "SHAKESPEARE", "UFMConfig",
+                     "UFMDataConfig", "scaled"), ".config"),
+    **dict.fromkeys(("FIGURES", "run_group", "train_ufm"), ".group"),
+    **dict.fromkeys(("half_times", "order_statistics", "reference", "run_path", "train_run"), ".runs"),
+}
+__all__ = [*_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -4,15 +4,16 @@ tables) and its presets (docs/ufm.md#commands)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from ...config import Config, setting
-from ...data.ntp import NTPData
-from ...data.planted import planted_supports
-from ...training.loop import TrainConfig
-from ...training.optimizers import OptimizerConfig
-from ..base import Preset, RunConfig, register_preset
+from ...training.config import OptimizerConfig, TrainConfig
+from ..base import RunConfig
+
+if TYPE_CHECKING:
+    import torch
+
+    from ...data.ntp import NTPData
 
 DATA_SOURCES = ("planted", "overlap", "shakespeare", "file")
 #: the overlapping support sets of the "overlap" source: a chain of sets sharing tokens, for which the centred support
@@ -53,7 +54,13 @@ class UFMDataConfig(Config):
         if self.source == "overlap" and self.V < 12:
             raise ValueError("data.source = 'overlap' uses tokens 0..11: data.V must be >= 12")
 
-    def build(self, dtype: torch.dtype = torch.float64) -> NTPData:
+    def build(self, dtype: torch.dtype | None = None) -> NTPData:
+        """The dataset (float64 unless ``dtype`` says otherwise)."""
+        from ..._tensor import DEFAULT_DTYPE
+        from ...data.ntp import NTPData
+        from ...data.planted import planted_supports
+
+        dtype = dtype or DEFAULT_DTYPE
         counts = self.contexts[0] if len(self.contexts) == 1 else self.contexts
         if self.source == "planted":
             return planted_supports(self.V, self.sizes, counts, seed=self.seed, disjoint=self.disjoint,
@@ -63,7 +70,8 @@ class UFMDataConfig(Config):
             return planted_supports(self.V, contexts=counts, sets=OVERLAP_SETS, seed=self.seed,
                                     dirichlet=self.dirichlet, dtype=dtype)
         if self.source == "shakespeare":
-            from ...data.corpus import CorpusConfig, export_ntp_data, tokenize_corpus
+            from ...data.config import CorpusConfig
+            from ...data.corpus import export_ntp_data, tokenize_corpus
 
             cfg = CorpusConfig(max_context=self.max_context, max_vocab=self.max_vocab, max_tokens=self.max_tokens)
             # the log-bilinear model learns its own context embeddings: a small placeholder H keeps memory linear in m
@@ -142,15 +150,3 @@ def scaled(cfg: UFMConfig, scale: str) -> UFMConfig:
         return replace(cfg, data=data, train=replace(cfg.train, steps=100_000, log_points=300),
                        path=replace(cfg.path, points=10, decades=5.0))
     return cfg
-
-
-for _name, _desc, _cfg in (
-    ("ufm-planted-gd", "log-bilinear model, GD (η=2, λ=1e-3) on planted supports (V=16, 4 sets of sizes 2, 3, 4, 6)",
-     PLANTED_GD),
-    ("ufm-planted-adam", "log-bilinear model, Adam (η=0.01) on the same planted data", PLANTED_ADAM),
-    ("ufm-planted-ngd", "log-bilinear model, normalized GD (η=0.05) on the same planted data", PLANTED_NGD),
-    ("ufm-overlap-gd", "log-bilinear model, GD on the overlapping support sets where L^mm differs from S̃", OVERLAP),
-    ("ufm-shakespeare-adam", "log-bilinear model, Adam (η=0.01, λ=3e-3) on Shakespeare's short contexts (T=2, V=20, "
-     "20,000 tokens)", SHAKESPEARE),
-):
-    register_preset(Preset(_name, _desc, lambda scale, cfg=_cfg: scaled(cfg, scale)))

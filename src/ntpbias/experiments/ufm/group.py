@@ -12,7 +12,9 @@ from ..._tensor import to_numpy
 from ...geometry.ufm.logits import finite_logits
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
-from ..base import Group, RunContext, raise_if_failed, register_group, register_trainer
+from ..base import RunContext, raise_if_failed
+from ..catalog import GROUPS
+from ..claims import cite
 from .checks import ZHAO, geometry_checks, neural_collapse_check, order_checks, path_checks, training_checks
 from .config import OVERLAP, PLANTED_ADAM, PLANTED_GD, PLANTED_NGD, SHAKESPEARE, UFMConfig, scaled
 from .runs import (
@@ -28,14 +30,7 @@ from .runs import (
     train_run,
 )
 
-FIGURES = {
-    "ufm-path": "planted supports: the logits' decomposition, Gram alignment and collapse along the λ path",
-    "ufm-training": "planted supports: GD, Adam and normalized GD at a fixed λ, against the certified optimum",
-    "ufm-modes": "planted supports: the order in which singular directions are learned from a small initialisation",
-    "ufm-geometry": "planted supports: S̃, L^mm, the predicted and the learned context Gram matrices",
-    "ufm-support": "the centred support matrix against the nuclear-norm SVM (planted, overlapping, Shakespeare)",
-    "ufm-shakespeare": "Shakespeare's short contexts: decomposition, Gram alignment and collapse along the λ path",
-}
+FIGURES = GROUPS["ufm"].figures
 PATH_METRICS = ("F_error_rel", "cos_perp_mm", "cos_mm", "nuclear", "within_angle", "sub_within_angle",
                 "between_angle", "cos_word_gram", "cos_context_gram", "cos_word_gram_S", "cos_context_gram_S",
                 "grad_rel", "op_ratio")
@@ -224,7 +219,9 @@ def _limit_is_svm(path: PathRun, ref) -> Check:
     return Check(f"path {path.name}: the limit follows L^mm", f"at λ = {path.points[-1].lam:.2g}, H H^T is closer in "
                  "direction to (L^mm^T L^mm)^{1/2} than to V Σ V^T of S̃ (cosines; S̃ does not solve the SVM here)",
                  f"{mm:.4f} vs {st:.4f}", "L^mm's larger", bool(mm > st), f"{ZHAO}; docs/ufm.md, U-3, U-4",
-                 kind="theorem", premise=f"S̃ is not optimal (largest polar entry off the supports "
+                 kind="theorem", **cite("docs:ufm-gram"), metric="cos of H H^T with (L^mm^T L^mm)^{1/2} and with "
+                 "V Σ V^T of S̃, at the smallest λ (worst seed)",
+                 premise=f"S̃ is not optimal (largest polar entry off the supports "
                  f"{ref.support.polar_out_max:.3g} > 0)", premise_met=not ref.support.svm_is_centred_support,
                  threshold_source="the prediction's direction (no level)")
 
@@ -354,9 +351,3 @@ def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
               H=history.params["H"], **({} if ref.L_opt is None else {"L_opt": ref.L_opt}))
     return RunResult(section, cfg, [history],
                      {"status": history.status, "message": history.message, "final": history.at()}, failure=history)
-
-
-
-
-register_trainer("ufm", UFMConfig, train_ufm)
-register_group(Group("ufm", "Beyond paper A: the log-bilinear (unconstrained-features) model", FIGURES, run_group))

@@ -34,6 +34,7 @@ import torch
 
 from ...data.ntp import NTPData
 from ...errors import NotSeparableError, SolverError
+from ..config import SOLVERS
 from ..constraints import LogitGaps, constraints
 from ..scaling import normalized, stable_norm
 from ..solvers.dual import DIVERGENCE_TOL, solve_dual
@@ -49,8 +50,6 @@ POLISH_MAX_ROWS = 1000
 #: ``solver="auto"`` uses Clarabel up to this many nonzeros in the constraint matrices, the dual method beyond
 #: (Clarabel's KKT factorization is dense in min(#variables, #constraints) here: docs/paper-a-linear-ntp.md#objects).
 AUTO_CLARABEL_MAX_NNZ = 300_000
-#: The backends of :meth:`MarginProgram.solve`.
-SOLVERS = ("auto", "clarabel", "dual", "workset")
 #: Where a dual-solver NTP-SVM solution of a dataset is kept (``data._cache``) to warm-start later dual solves.
 DUAL_CACHE_KEY = "ntp_svm_dual"
 
