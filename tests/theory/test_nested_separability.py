@@ -9,6 +9,9 @@ combination Σ_j u_j h_j^T of the logit directions vanishes).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -20,25 +23,9 @@ from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.separability import nested
 from ntpbias.geometry.separability.nested import nested_critical_dimension
 
-
-def _rows(P: np.ndarray):
-    """(context, anchor, other) of the ineq rows (other out of the support) and of the eq rows (other in it)."""
-    S = P > 0
-    anchor = S.argmax(1)
-    j_in, v_in = np.nonzero(~S)
-    ties = S.copy()
-    ties[np.arange(len(P)), anchor] = False
-    j_eq, v_eq = np.nonzero(ties)
-    return (j_in, anchor[j_in], v_in), (j_eq, anchor[j_eq], v_eq)
-
-
-def _gaps(H: np.ndarray, rows, V: int) -> sp.csr_matrix:
-    j, a, b = rows
-    d = H.shape[1]
-    M = np.zeros((len(j), V, d))
-    M[np.arange(len(j)), a] += H[j]
-    M[np.arange(len(j)), b] -= H[j]
-    return sp.csr_matrix(M.reshape(len(j), V * d))
+# the constraint rows of the independent reference of benchmarks/bench_separability.py (written without ntpbias)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_separability import _gaps, _rows  # noqa: E402
 
 
 def _separable(H: np.ndarray, P: np.ndarray, d: int) -> bool:
