@@ -65,7 +65,6 @@ def test_law_is_a_distribution():
     assert math.isclose(law.pmf.sum(), 1.0, abs_tol=1e-12)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("V", "m", "n"), [(3, 14, 160), (4, 16, 120)])
 def test_law_matches_certified_critical_dimensions(V, m, n):
     found = np.array([critical_dimension(random_ntp(m, m, V, V - 1, seed=100 + s), round(0.8 * m), step=2)[0]
