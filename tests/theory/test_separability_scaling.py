@@ -101,7 +101,7 @@ def test_trials_give_the_same_critical_dimensions_from_any_guess():
     task = sep.Trial(5, 2, 16, seed=3, trial=1)
     plain = sep.critical_dimensions(task)
     for g, step in ((1, 1), (9, 2), (16, 5)):
-        guided = sep.critical_dimensions(sep.Trial(5, 2, 16, seed=3, trial=1, guess_sep=g, guess_comp=g, step=step))
+        guided = sep.critical_dimensions(sep.Trial(5, 2, 16, seed=3, trial=1, guess_sep=g, step=step))
         assert (guided.d_sep, guided.d_comp) == (plain.d_sep, plain.d_comp)
 
 

@@ -23,6 +23,13 @@ def test_cover_binary_is_one_half():
     assert separability_threshold(2, 1) == pytest.approx(0.5, abs=1e-10)
 
 
+def test_three_tokens_one_hot_is_the_clock_perceptron_capacity():
+    """Gerl, Bauer and Krey (Z. Phys. B 88, 1992): a perceptron with Q-state clock outputs stores p = α_c N random
+    patterns, α_c = 4Q/(3Q - 4) at zero stability. For Q = 3 its output is the argmax of three linear scores with
+    zero sum, i.e. one-hot separability with V = 3 at 2N real weights = (V - 1) d: δ*(3, 1) = 1/α_c(3) = 5/12."""
+    assert math.isclose(separability_threshold(3, 1), (3 * 3 - 4) / (4 * 3), abs_tol=1e-9)
+
+
 @pytest.mark.parametrize("V", [3, 5, 10, 20])
 def test_one_out_of_support_token(V):
     # k = V - 1: the single out-of-support token is tied iff g_v > mean of the support: probability 1/2

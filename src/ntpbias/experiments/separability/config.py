@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from ...config import DEVICE_PATTERN, Config, setting
 
-METHODS = ("lp", "auto", "dual")
+METHODS = ("nested", "lp", "auto", "dual")
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,9 @@ class SeparabilityConfig(Config):
     trials: int = setting(100, "random datasets", ge=1)
     dirichlet: float = setting(1.0, "concentration of the in-support probabilities (compatibility needs them "
                                "generic, not equal)", gt=0)
-    method: str = setting("lp", "separability decision: lp (HiGHS + certificate), dual or auto", choices=METHODS)
+    method: str = setting("nested", "how d*_sep is found: nested (one LP family with warm re-solves, a certificate "
+                          "on each side of d*), or a search over single verdicts by lp (HiGHS + certificate), dual or "
+                          "auto", choices=METHODS)
     scan: int = setting(3, "trials whose verdicts are also computed around d* and at d = m (consistency check)", ge=0)
     device: str = setting("cpu", "accepted for the train command's contract; the verdicts are LPs solved on the CPU",
                           pattern=DEVICE_PATTERN,
@@ -31,7 +33,7 @@ class SeparabilityConfig(Config):
     #: summary.json ``final`` values (see RunConfig.final_values)
     final_values: ClassVar[tuple[str, ...]] = (
         "certified", "certified_fraction", "compatible_threshold", "compatible_threshold_high",
-        "compatible_threshold_low", "consistent", "counting_bound", "lp_solves", "max_residual_compatible",
+        "compatible_threshold_low", "consistent", "counting_bound", "lp_runs", "lp_solves", "max_residual_compatible",
         "min_residual_incompatible", "scanned", "seconds", "threshold", "threshold_high", "threshold_low",
         "threshold_mean", "threshold_std", "trials")
 

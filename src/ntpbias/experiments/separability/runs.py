@@ -1,8 +1,8 @@
 """The trials: one random dataset each, its critical dimensions by bisection, and the saved per-trial table.
 
 ``trials.csv`` has one row per dataset: ``V, k, m, trial, d_sep, d_comp`` (critical dimensions), ``d_comp_bound``
-(the support-count bound on d_comp), ``solves``,
-``certified``, compatibility residuals, ``scanned``, ``consistent``, ``seconds``.
+(the support-count bound on d_comp), ``solves`` (separability verdicts taken), ``certified`` (those certified),
+``lp_runs`` (HiGHS runs behind them), compatibility residuals, ``scanned``, ``consistent``, ``seconds``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp
 from ...geometry.linear.subspace import counting_bound, dim_F, subspace, support_count_bound
+from ...geometry.separability.nested import nested_critical_dimension
 from ...geometry.separability.thresholds import separability_threshold
 from ...geometry.separability.verdict import ntp_separability, smallest_true, smallest_true_from
 from ...parallel import ExecutorConfig, map_tasks
@@ -29,7 +30,7 @@ from .config import SeparabilityConfig
 
 #: verdicts within this many dimensions of d* are recomputed on the scanned trials
 SCAN_WIDTH = 3
-INT_COLUMNS = ("V", "k", "m", "trial", "d_sep", "d_comp", "d_comp_bound", "solves", "certified")
+INT_COLUMNS = ("V", "k", "m", "trial", "d_sep", "d_comp", "d_comp_bound", "solves", "certified", "lp_runs")
 BOOL_COLUMNS = ("scanned", "consistent")
 
 
@@ -44,10 +45,9 @@ class Trial:
     seed: int
     trial: int
     dirichlet: float = 1.0
-    method: str = "lp"
+    method: str = "nested"
     scan: bool = False
-    guess_sep: int = 0  # first d tried by the search for d*_sep (0: plain bisection on 0..m)
-    guess_comp: int = 0  # the same for d*_comp
+    guess_sep: int = 0  # first d tried by the search for d*_sep (0: round(δ* m) for "nested", else plain bisection)
     step: int = 1  # first step of the search away from its guess (about the spread of d*)
 
 
@@ -59,12 +59,13 @@ class TrialResult:
     ----------
     d_sep, d_comp : smallest d with NTP-separable / NTP_H-compatible data (d_comp = 0 for one-hot supports)
     d_comp_bound : the support-count lower bound on d_comp
-    (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`) solves, certified : separability verdicts computed
-    and how many carried a certificate within tolerance residual_compatible, residual_incompatible : largest
-    compatibility residual among compatible verdicts and
+        (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`)
+    solves, certified : separability verdicts taken and how many carried a certificate within tolerance
+    residual_compatible, residual_incompatible : largest compatibility residual among compatible verdicts and
         smallest among incompatible ones (NaN when none)
     scanned, consistent : whether the consistency scan ran, and whether its verdicts switched exactly at d*
     seconds : time of the trial
+    lp_runs : HiGHS runs behind the separability verdicts (the nested LP's runs, one per single verdict)
     """
 
     V: int
@@ -81,6 +82,7 @@ class TrialResult:
     scanned: bool
     consistent: bool
     seconds: float
+    lp_runs: int = 0
 
 
 def trial_seed(seed: int, V: int, k: int, m: int, trial: int) -> int:
@@ -96,13 +98,24 @@ def trial_dataset(task: Trial, d: int | None = None) -> NTPData:
 
 
 def critical_dimensions(task: Trial) -> TrialResult:
-    """The trial's critical dimensions (module docstring), searched from the trial's guesses
-    (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`; plain bisection without one); optionally a scan
+    """The trial's critical dimensions (module docstring), searched from the trial's guesses; optionally a scan
     around them.
+
+    d*_sep: with ``method="nested"`` by the nested LP
+    (:func:`~ntpbias.geometry.separability.nested.nested_critical_dimension`: one LP and a few warm re-solves, a
+    certificate on each side of d*), otherwise by a search over single verdicts
+    (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`; plain bisection without a guess). The scan
+    takes single verdicts (the LP of :func:`~ntpbias.geometry.separability.verdict.ntp_separability`) around d* and at
+    d = m, independently of the search.
 
     Compatibility is decided by rank: with generic (Dirichlet) probabilities the equations (4) are solvable almost
     surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.linear.subspace.dim_F`, no Gram
-    matrix). On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
+    matrix). Its search starts at the support-count bound
+    (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`, a necessary condition for embeddings in general
+    position, which Gaussian ones are almost surely) and walks up from it (:func:`compatible_from`): one rank verdict
+    when d*_comp attains the bound, as it does on nearly every dataset. Below the bound no verdict is taken, so
+    d*_comp >= bound holds by construction except on the scanned trials, whose scan takes the verdicts below it too.
+    On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
     and must agree with it (its residuals are the ``residual_*`` columns).
     """
     t0 = time.perf_counter()
@@ -110,7 +123,8 @@ def critical_dimensions(task: Trial) -> TrialResult:
     cache: dict[int, NTPData] = {}
     sep: dict[int, bool] = {0: False}
     comp: dict[int, bool] = {0: task.k == 1}
-    counts = {"solves": 0, "certified": 0}
+    counts = {"solves": 0, "certified": 0, "lp_runs": 0}
+    verdict_method = "lp" if task.method == "nested" else task.method
     residuals: dict[bool, list[float]] = {True: [], False: []}
     equations = task.m * (task.k - 1)
 
@@ -121,10 +135,11 @@ def critical_dimensions(task: Trial) -> TrialResult:
 
     def separable(d: int) -> bool:
         if d not in sep:
-            result = ntp_separability(data_at(d), method=task.method)
+            result = ntp_separability(data_at(d), method=verdict_method)
             sep[d] = result.separable
             counts["solves"] += 1
             counts["certified"] += bool(result.certified)
+            counts["lp_runs"] += 1
         return sep[d]
 
     def compatible(d: int) -> bool:
@@ -141,8 +156,16 @@ def critical_dimensions(task: Trial) -> TrialResult:
     def search(pred, guess: int) -> int:
         return smallest_true_from(pred, guess, task.m, step=task.step) if guess > 0 else smallest_true(pred, 0, task.m)
 
-    d_sep = search(separable, task.guess_sep)
-    d_comp = 0 if task.k == 1 else search(compatible, task.guess_comp)
+    if task.method == "nested":
+        guess = task.guess_sep or round(separability_threshold(task.V, task.k) * task.m)
+        found = nested_critical_dimension(full, guess, step=task.step)
+        d_sep = found.d_star
+        counts["solves"] += len(found.verdicts)
+        counts["certified"] += sum(v.certified for v in found.verdicts.values())
+        counts["lp_runs"] += found.solves
+    else:
+        d_sep = search(separable, task.guess_sep)
+    d_comp = 0 if task.k == 1 else compatible_from(compatible, support_count_bound(full.support), task.m)
     consistent = True
     if task.scan:
         for pred, d_star in ((separable, d_sep), (compatible, d_comp)):
@@ -155,25 +178,43 @@ def critical_dimensions(task: Trial) -> TrialResult:
     return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, support_count_bound(full.support),
                        counts["solves"], counts["certified"],
                        max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
-                       task.scan, bool(consistent), time.perf_counter() - t0)
+                       task.scan, bool(consistent), time.perf_counter() - t0, counts["lp_runs"])
+
+
+def compatible_from(pred, bound: int, m: int) -> int:
+    """Smallest d in max(bound, 1)..m with pred(d) (m + 1 if none), for pred monotone in d and false below ``bound``
+    (not evaluated there): pred(bound), then steps 1, 2, 4, ... up and bisection
+    (:func:`~ntpbias.geometry.separability.verdict.smallest_true`).
+
+    >>> calls = []
+    >>> compatible_from(lambda d: calls.append(d) or d >= 12, 10, 40), calls
+    (12, [10, 11, 13, 12])
+    """
+    lo = max(bound, 1)
+    if lo > m:
+        return m + 1
+    if pred(lo):
+        return lo
+    step, hi = 1, lo + 1
+    while hi <= m and not pred(hi):
+        lo, step = hi, 2 * step
+        hi = min(lo + step, m + 1)
+    return smallest_true(pred, lo, hi)
 
 
 @dataclass(frozen=True)
 class Guess:
-    """Where the searches of a configuration's trials start: d*_sep and d*_comp guesses and the first step."""
+    """Where the search for d*_sep of a configuration's trials starts, and its first step."""
 
     sep: int
-    comp: int
     step: int
 
 
 def predicted_guess(V: int, k: int, m: int) -> Guess:
-    """Guesses from theory alone: round(δ*(V, k) m)
-    (:func:`~ntpbias.geometry.separability.thresholds.separability_threshold`), just above the counting bound for
-    compatibility, and a first step of about sqrt(m)/4 (d* spreads like sqrt(m): for one-hot binary labels its standard
-    deviation is sqrt(m - 1)/2, Cover's law)."""
-    return Guess(max(1, round(separability_threshold(V, k) * m)), max(1, math.ceil(counting_bound(V, k) * m) + 1),
-                 max(1, round(math.sqrt(m) / 4)))
+    """The guess from theory alone: round(δ*(V, k) m)
+    (:func:`~ntpbias.geometry.separability.thresholds.separability_threshold`), and a first step of about sqrt(m)/4
+    (d* spreads like sqrt(m): for one-hot binary labels its standard deviation is sqrt(m - 1)/2, Cover's law)."""
+    return Guess(max(1, round(separability_threshold(V, k) * m)), max(1, round(math.sqrt(m) / 4)))
 
 
 def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inprocess",
@@ -187,7 +228,7 @@ def run_trials(cfg: SeparabilityConfig, executor: ExecutorConfig | str = "inproc
 
     g = guess or predicted_guess(cfg.V, cfg.support_size, cfg.m)
     tasks = [Trial(cfg.V, cfg.support_size, cfg.m, cfg.seed, t, cfg.dirichlet, cfg.method, t < cfg.scan,
-                   g.sep, g.comp, g.step) for t in range(cfg.trials)]
+                   g.sep, g.step) for t in range(cfg.trials)]
     results: list[TrialResult | None] = [None] * len(tasks)
     for outcome in map_tasks(critical_dimensions, tasks, executor=executor):
         if not outcome.ok:
@@ -213,7 +254,8 @@ def summarize(results: list[TrialResult]) -> dict:
         "threshold_mean": float(r_sep.mean()), "threshold_std": float(r_sep.std(ddof=1)) if len(results) > 1 else 0.0,
         "compatible_threshold": cmed, "compatible_threshold_low": clo, "compatible_threshold_high": chi,
         "counting_bound": counting_bound(results[0].V, results[0].k),
-        "lp_solves": solves, "certified": sum(r.certified for r in results),
+        "lp_solves": solves, "lp_runs": sum(r.lp_runs for r in results),
+        "certified": sum(r.certified for r in results),
         "certified_fraction": sum(r.certified for r in results) / max(solves, 1),
         "scanned": len(scanned), "consistent": sum(r.consistent for r in scanned),
         "max_residual_compatible": max(res_c, default=math.nan),

@@ -141,26 +141,23 @@ def pairs(rows: list[dict]) -> list[tuple[int, int]]:
 
 
 def next_guess(rows: list[dict], V: int, k: int, m: int) -> Guess:
-    """Where to start the searches at size m from the trials of (V, k) at smaller sizes (the prediction when there
-    are none): the thresholds extrapolated in 1/m from the prediction's limit (one smaller size) or by the fit (two
-    or more), and a first step of about the standard deviation of d* at the largest smaller size, scaled by
+    """Where to start the search for d*_sep at size m from the trials of (V, k) at smaller sizes (the prediction
+    when there are none): the threshold extrapolated in 1/m from the prediction's limit (one smaller size) or by the
+    fit (two or more), and a first step of about the standard deviation of d* at the largest smaller size, scaled by
     sqrt(m / m'). The guess changes the cost of a trial, never its result."""
     base = predicted_guess(V, k, m)
     smaller = [mm for VV, kk, mm in configurations(rows) if (VV, kk) == (V, k) and mm < m]
     if not smaller:
         return base
     m0 = max(smaller)
-    guesses = []
-    for which in ("d_sep", "d_comp"):
-        pts = [p for p in size_points(rows, V, k, which) if p.m < m and not p.at_ceiling]
-        fit = extrapolate(pts)
-        if fit is not None:
-            t = float(fit.predict(m))
-        elif pts:
-            t = predicted(V, k, which) + (pts[-1].median - predicted(V, k, which)) * pts[-1].m / m
-        else:
-            t = None
-        guesses.append(None if t is None else min(max(1, round(t * m)), m))
+    pts = [p for p in size_points(rows, V, k) if p.m < m and not p.at_ceiling]
+    fit = extrapolate(pts)
+    if fit is not None:
+        t = float(fit.predict(m))
+    elif pts:
+        t = predicted(V, k) + (pts[-1].median - predicted(V, k)) * pts[-1].m / m
+    else:
+        t = None
     spread = float(np.std(critical(rows, V, k, m0), ddof=1)) if len(critical(rows, V, k, m0)) > 1 else 0.0
-    return Guess(guesses[0] or base.sep, guesses[1] or base.comp,
+    return Guess(base.sep if t is None else min(max(1, round(t * m)), m),
                  max(1, round(spread * math.sqrt(m / m0))) if spread > 0 else base.step)

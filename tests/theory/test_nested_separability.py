@@ -1,0 +1,128 @@
+"""The nested LP's critical dimension (geometry.separability.nested) against independent computations.
+
+d* is compared with a bisection over margin LPs written here (scipy's HiGHS on max s subject to A_in(W) >= s,
+A_eq(W) = 0, s <= 1; nothing shared with the package but the data), and both certificates are checked here in
+numpy from their definitions: the separating W on the first d* coordinates (ties within every support, every
+out-of-support logit at least 1 below), the Gordan multipliers on the first d* - 1 (y >= 0, Σy = 1, and the
+combination Σ_j u_j h_j^T of the logit directions vanishes).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.optimize import linprog
+
+from ntpbias.data.ntp import NTPData
+from ntpbias.data.synthetic import random_ntp
+from ntpbias.geometry.separability import nested
+from ntpbias.geometry.separability.nested import nested_critical_dimension
+
+# the constraint rows of the independent reference of benchmarks/bench_separability.py (written without ntpbias)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_separability import _gaps, _rows  # noqa: E402
+
+
+def _separable(H: np.ndarray, P: np.ndarray, d: int) -> bool:
+    """max s subject to A_in(W) >= s, A_eq(W) = 0, s <= 1 (always feasible; s* = 1 iff separable)."""
+    if d == 0:
+        return False
+    ineq, eq = _rows(P)
+    V = P.shape[1]
+    A = _gaps(H[:, :d], ineq, V)
+    E = sp.hstack([sp.csr_matrix((len(eq[0]), 1)), _gaps(H[:, :d], eq, V)]) if len(eq[0]) else None
+    c = np.zeros(V * d + 1)
+    c[0] = -1.0
+    res = linprog(c, A_ub=sp.hstack([sp.csr_matrix(np.ones((A.shape[0], 1))), -A]), b_ub=np.zeros(A.shape[0]),
+                  A_eq=E, b_eq=None if E is None else np.zeros(E.shape[0]),
+                  bounds=[(None, 1.0)] + [(None, None)] * (V * d), method="highs")
+    assert res.status == 0
+    return res.x[0] > 0.5
+
+
+def _bisection(H: np.ndarray, P: np.ndarray) -> int:
+    lo, hi = 0, H.shape[1]
+    assert _separable(H, P, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _separable(H, P, mid) else (mid, hi)
+    return hi
+
+
+def _check_certificates(found, H: np.ndarray, P: np.ndarray) -> None:
+    ineq, eq = _rows(P)
+    d = found.d_star
+    W = found.separating.W.numpy()
+    assert W.shape == (P.shape[1], d)
+    Z = H[:, :d] @ W.T
+    assert (Z[ineq[0], ineq[1]] - Z[ineq[0], ineq[2]]).min() >= 1 - 1e-7
+    if len(eq[0]):
+        assert np.abs(Z[eq[0], eq[1]] - Z[eq[0], eq[2]]).max() <= 1e-7
+    if d == 1:
+        assert found.not_separating is None
+        return
+    y, mu = found.not_separating.farkas_y.numpy(), found.not_separating.farkas_mu.numpy()
+    assert y.min() >= 0 and y.sum() == pytest.approx(1.0)
+    U = np.zeros(P.shape)
+    for (j, a, b), w in ((ineq, y), (eq, mu)):
+        np.add.at(U, (j, a), w)
+        np.add.at(U, (j, b), -w)
+    assert np.linalg.norm(U.T @ H[:, :d - 1]) <= 1e-7
+
+
+CASES = [(2, 1, 40), (3, 1, 36), (5, 1, 40), (4, 2, 30), (5, 4, 40), (6, 3, 30), (8, 7, 40)]
+
+
+@pytest.mark.parametrize("form", ["w", "cokernel"])
+@pytest.mark.parametrize(("V", "k", "m"), CASES)
+def test_nested_d_star_matches_bisection_with_both_certificates(V, k, m, form):
+    for seed in range(2):
+        data = random_ntp(m, m, V, k, seed=seed)
+        H, P = data.H.numpy().astype(np.float64), data.P.numpy()
+        found = nested_critical_dimension(data, guess=m // 2, step=2, form=form)
+        assert found.d_star == _bisection(H, P)
+        assert found.certified and found.method == "nested"
+        _check_certificates(found, H, P)
+
+
+@pytest.mark.parametrize("guess", [1, 5, 20, 39, 40])
+def test_the_guess_changes_the_work_not_d_star(guess):
+    data = random_ntp(40, 40, 3, 2, seed=3)
+    expected = _bisection(data.H.numpy().astype(np.float64), data.P.numpy())
+    for form in ("w", "cokernel", "auto"):
+        assert nested_critical_dimension(data, guess, step=3, form=form).d_star == expected
+
+
+def test_scaled_embeddings_give_the_same_d_star_and_W_in_user_units():
+    data = random_ntp(30, 30, 4, 1, seed=1)
+    big = NTPData.from_arrays(data.H * 1e3, data.P)
+    a, b = nested_critical_dimension(data, 10, step=2), nested_critical_dimension(big, 10, step=2)
+    assert a.d_star == b.d_star
+    _check_certificates(b, big.H.numpy().astype(np.float64), big.P.numpy())
+
+
+def test_a_missed_certificate_falls_back_to_the_verdict_search(monkeypatch):
+    data = random_ntp(30, 30, 3, 1, seed=2)
+    monkeypatch.setattr(nested, "_separating", lambda cons, W: None)
+    found = nested_critical_dimension(data, 12, step=2)
+    assert found.method == "verdicts" and found.certified
+    assert found.d_star == _bisection(data.H.numpy().astype(np.float64), data.P.numpy())
+
+
+def test_auto_picks_the_form_with_fewer_variables():
+    assert not nested._w_is_smaller(random_ntp(40, 40, 8, 7, seed=0), 36)  # 7 * 36 against 8 * 4
+    assert nested._w_is_smaller(random_ntp(40, 40, 5, 1, seed=0), 13)  # 4 * 13 against 5 * 27
+
+
+def test_not_separable_even_at_full_dimension():
+    # two contexts with the same embedding and different labels: no W separates at any d
+    H = torch.tensor([[1.0, 2.0], [1.0, 2.0], [0.5, -1.0]], dtype=torch.float64)
+    data = NTPData.from_arrays(H, [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    for form in ("w", "cokernel"):
+        found = nested_critical_dimension(data, 1, step=1, form=form)
+        assert found.d_star == 3 and found.separating is None and found.not_separating.certified
