@@ -77,6 +77,8 @@ class Trainer:
 
     ``checkpoint_dir``: where ``last.pt`` goes (None: no checkpoints, no resume).
     ``on_log``: optional callback ``(step, metrics_dict_of_(B,)_tensors)`` after each logged step.
+    ``on_snapshot``: optional callback ``(step, params)`` at each logged step (e.g. to keep the parameters of every
+    logged step: the language model's checkpoints at log-spaced steps, docs/lm.md#training).
     ``nonfinite_check_every``: steps between host checks for a non-finite loss (default: 1 on the CPU,
     :data:`NONFINITE_CHECK_EVERY` on a GPU); the reported step is exact either way.
     """
@@ -84,7 +86,8 @@ class Trainer:
     def __init__(self, problem: Problem, optimizer: Optimizer, config: TrainConfig, *, seeds: list[int],
                  checkpoint_dir: str | Path | None = None, progress: bool = False,
                  on_log: Callable[[int, dict], None] | None = None, description: str = "training",
-                 nonfinite_check_every: int | None = None):
+                 nonfinite_check_every: int | None = None,
+                 on_snapshot: Callable[[int, dict[str, torch.Tensor]], None] | None = None):
         self.problem = problem
         self.optimizer = optimizer
         self.config = config
@@ -92,6 +95,7 @@ class Trainer:
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
         self.on_log = on_log
+        self.on_snapshot = on_snapshot
         self.description = description
         self.nonfinite_check_every = nonfinite_check_every
 
@@ -237,6 +241,8 @@ class Trainer:
         log.append((step, {k: v.detach().double().cpu().numpy() for k, v in metrics.items()}))
         if self.on_log is not None:
             self.on_log(step, metrics)
+        if self.on_snapshot is not None:
+            self.on_snapshot(step, params)
 
 
 def _to_cpu(obj):
