@@ -19,7 +19,7 @@ import warnings
 import click
 
 from ..errors import NTPBiasError
-from . import analyze, corpus, predict, reproduce, settings, structure, sweep, train  # noqa: F401  (each registers its command)
+from . import analyze, corpus, lm, predict, reproduce, settings, structure, sweep, train  # noqa: F401  (each registers its command)
 from ._common import EXIT_USER_ERROR, cli
 
 __all__ = ["EXIT_BUG", "EXIT_USER_ERROR", "cli", "main"]

@@ -198,6 +198,19 @@ def tokenize_corpus(source: str | Sequence[str], config: CorpusConfig = CorpusCo
     return Corpus(ids, lengths, vocab, str(source), len(names))
 
 
+def first_tokens(ids: np.ndarray, lengths: np.ndarray, max_tokens: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``max_tokens`` tokens (0 = all) of segments ``lengths``, the segments left empty dropped.
+
+    >>> [a.tolist() for a in first_tokens(np.arange(5), np.array([2, 2, 1]), 3)]
+    [[0, 1, 2], [2, 1]]
+    """
+    if max_tokens and ids.size > max_tokens:
+        ends = np.cumsum(lengths)
+        lengths = np.clip(max_tokens - (ends - lengths), 0, lengths)
+        ids = ids[:max_tokens]
+    return ids, lengths[lengths > 0]
+
+
 def limit_tokens(ids: np.ndarray, lengths: np.ndarray, vocab: np.ndarray, *, max_tokens: int = 0, max_vocab: int = 0,
                  source: str = "corpus") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tokenized segments cut to their first ``max_tokens`` tokens (0 = all), empty segments dropped, and the
@@ -211,11 +224,7 @@ def limit_tokens(ids: np.ndarray, lengths: np.ndarray, vocab: np.ndarray, *, max
     >>> ids.tolist(), lengths.tolist(), vocab.tolist()
     ([1, 0, 0, 1, 0], [3, 2], ['b', '<unk>'])
     """
-    if max_tokens and ids.size > max_tokens:
-        ends = np.cumsum(lengths)
-        lengths = np.clip(max_tokens - (ends - lengths), 0, lengths)
-        ids = ids[:max_tokens]
-    lengths = lengths[lengths > 0]
+    ids, lengths = first_tokens(ids, lengths, max_tokens)
     if ids.size == 0:
         raise DataError(f"{source}: the corpus holds no token after tokenization")
     counts = np.bincount(ids, minlength=len(vocab))

@@ -7,6 +7,7 @@ Importing this package registers every paper's presets, trainers and reproduce g
 from . import linear, separability  # noqa: F401  isort: skip
 from . import optimizers  # noqa: F401  isort: skip  (beyond paper A: every optimizer in every norm)
 from . import ufm  # noqa: F401  isort: skip  (beyond paper A: trained context embeddings)
+from . import lm  # noqa: F401  isort: skip  (beyond paper A: a transformer language model's own features)
 from . import attention, transformer  # noqa: F401  isort: skip
 from .base import GROUPS, PRESETS, TRAINERS, RunContext
 
