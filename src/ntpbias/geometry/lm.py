@@ -53,7 +53,8 @@ SPECTRUM = 32
 
 
 def centred(W: torch.Tensor) -> torch.Tensor:
-    """W_c = (I - 11^T/V) W for W (..., V, d): the unembedding modulo the softmax-invariant direction.
+    """W_c = (I - 11^T/V) W for W (..., V, d) (or logits (..., V, m)): the rows minus their mean, i.e. the unembedding
+    (the logits) modulo the softmax-invariant direction.
 
     >>> centred(torch.tensor([[1.0, 2.0], [3.0, 6.0]])).tolist()
     [[-1.0, -2.0], [1.0, 2.0]]
@@ -87,7 +88,7 @@ class LogitReference:
 
     @property
     def L_mm(self) -> torch.Tensor | None:
-        return None if self.svm is None else centred(self.svm.L.mT).mT
+        return None if self.svm is None else centred(self.svm.L)
 
     @property
     def U_mm(self) -> torch.Tensor:
@@ -105,7 +106,7 @@ def logit_reference(data: NTPData, *, solver: str = "auto", nuclear: bool = True
     svm = nuclear_svm(data, solver) if nuclear else None
     grams = {"S": (ssvd.U * ssvd.sigma @ ssvd.U.mT, ssvd.Vt.mT * ssvd.sigma @ ssvd.Vt)}
     if svm is not None:
-        grams["mm"] = predicted_grams(centred(svm.L.mT).mT)
+        grams["mm"] = predicted_grams(centred(svm.L))
     return LogitReference(finite_logits(data), ssvd, svm, support_groups(data)[0], grams)
 
 
