@@ -111,7 +111,7 @@ class TextTokenizer:
         lookup = np.fromiter((index.get(s, unk) for s in strings.tolist()), dtype=np.int64, count=len(strings))
         out = lookup[ids]
         if (out < 0).any():
-            bad = strings[ids[np.argmax(out < 0)]]
+            bad = str(strings[ids[np.argmax(out < 0)]])
             raise DataError(f"{source}: the token {bad!r} is not in the model's vocabulary of {self.V} tokens, which "
                             "has no <unk>; analyze a text in the model's vocabulary")
         lengths = lengths[lengths > 0]

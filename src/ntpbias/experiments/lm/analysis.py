@@ -229,7 +229,8 @@ def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], 
                           "final: NTP-separable H": final["separable"], "final: NTP_H-compatible": final["compatible"]})
     section.checks.extend(sanity_checks(ref, rows))
     section.tables.append(Table("Per checkpoint", ("step", *TABLE), tuple(
-        (r["step"], *(r[k] if not isinstance(r[k], float) else float(f"{r[k]:.4g}") for k in TABLE)) for r in rows)))
+        (r["step"], *(float(f"{r[k]:.4g}") if isinstance(r.get(k), float) else r.get(k) for k in TABLE))
+        for r in rows)))
     if not final["separable"]:
         section.notes.append("the final features are not NTP-separable (a finding, not an error): the paper-A "
                              "max-margin quantities (svm_norm, cos_perp_mm, margin_ratio) are undefined; "
