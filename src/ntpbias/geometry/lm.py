@@ -50,6 +50,10 @@ from .ufm import (
 
 #: singular values of the logits, of H and of W_c kept per checkpoint (the spectra figure)
 SPECTRUM = 32
+#: ``solver="auto"``: F by the exact Gram eigendecomposition up to this many rows Σ_j (|S_j| - 1) (a model's features
+#: are ill-conditioned, cond(H) ~ 1e4 on Shakespeare, where the conjugate gradients of the iterative method stall), and
+#: the NTP-SVM by Clarabel up to this many variables V d (it certified there when the workset method did not)
+EXACT_ROWS, CLARABEL_VARIABLES = 6000, 10_000
 
 
 def centred(W: torch.Tensor) -> torch.Tensor:
@@ -130,7 +134,9 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
                    analysis: Analysis | None = None) -> ModelGeometry:
     """Measure a model state: ``data`` carries the model's features as ``H`` (m, d), ``W`` (V, d) its unembedding.
 
-    ``analysis``: paper A's objects of ``data`` when already computed (else :func:`analyze` with ``solver``).
+    ``analysis``: paper A's objects of ``data`` when already computed (else :func:`analyze` with ``solver``; "auto"
+    takes the exact subspace method and Clarabel while the problem is small enough: :data:`EXACT_ROWS`,
+    :data:`CLARABEL_VARIABLES`).
 
     Examples
     --------
@@ -143,7 +149,12 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     """
     data = data.to(device="cpu", dtype=torch.float64)
     W = W.detach().to(device="cpu", dtype=torch.float64)
-    a = analysis if analysis is not None else analyze(data, solver=solver)
+    if analysis is None:
+        rows = int((data.support_sizes - 1).sum())
+        auto = solver == "auto"
+        analysis = analyze(data, solver="clarabel" if auto and data.V * data.d <= CLARABEL_VARIABLES else solver,
+                           subspace_method="exact" if auto and rows <= EXACT_ROWS else "auto")
+    a = analysis
     Wc = centred(W)
     L = Wc @ data.H.mT  # (V, m) centred logits
     support = data.support.T

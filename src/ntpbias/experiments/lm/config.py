@@ -135,33 +135,33 @@ class LMConfig(RunConfig):
 
 # ------------------------------------------------------------------------------------------------ presets
 #: the built-in Shakespeare at the size that trains in under 10 minutes on one CPU thread (docs/lm.md#shakespeare)
-SHAKESPEARE = LMConfig(data=LMDataConfig(max_vocab=128),
+SHAKESPEARE = LMConfig(data=LMDataConfig(max_vocab=64),
                        model=LMModelConfig(layers=2, d=128, heads=4, context=16),
-                       train=LMTrainConfig(steps=3000, log_points=24, batch_size=64))
+                       train=LMTrainConfig(steps=4000, log_points=16, batch_size=64))
 #: the planted control: a 16-state Markov chain whose next-token supports are 4 disjoint sets (docs/lm.md)
 PLANTED_CHAIN = LMConfig(data=LMDataConfig(text=PLANTED),
                          model=LMModelConfig(layers=2, d=32, heads=2, context=8),
                          train=LMTrainConfig(steps=3000, log_points=24, batch_size=32))
 SMOKE_STEPS = 60
-#: quick scale on Shakespeare: the first 200,000 tokens, 600 steps
-QUICK_TOKENS, QUICK_STEPS = 200_000, 600
+#: quick scale on Shakespeare: the first 200,000 tokens, a 32-token vocabulary, d = 64, 600 steps, 8 checkpoints
+QUICK_TOKENS, QUICK_VOCAB, QUICK_D, QUICK_STEPS = 200_000, 32, 64, 600
 
 
 def scaled(cfg: LMConfig, scale: str) -> LMConfig:
-    """A preset at ``scale``: paper (the preset as stated), quick (Shakespeare: its first 200,000 tokens and 600
-    steps; the planted control as stated), smoke (60 steps, smaller texts)."""
+    """A preset at ``scale``: paper (the preset as stated), quick (Shakespeare: its first 200,000 tokens, 32 tokens,
+    d = 64, 600 steps; the planted control as stated), smoke (60 steps, smaller texts)."""
     if scale == "smoke":
         data = replace(cfg.data, lines=200, max_tokens=20_000)
         return replace(cfg, data=data, train=replace(cfg.train, steps=SMOKE_STEPS, log_points=6))
     if scale == "quick" and cfg.data.text != PLANTED:
-        return replace(cfg, data=replace(cfg.data, max_tokens=QUICK_TOKENS),
-                       train=replace(cfg.train, steps=QUICK_STEPS, log_points=12))
+        return replace(cfg, data=replace(cfg.data, max_tokens=QUICK_TOKENS, max_vocab=QUICK_VOCAB),
+                       model=replace(cfg.model, d=QUICK_D), train=replace(cfg.train, steps=QUICK_STEPS, log_points=7))
     return cfg
 
 
 for _name, _desc, _cfg in (
-    ("lm-shakespeare", "GPT-style decoder (2 blocks, d=128, 4 heads, context 16) on Shakespeare's words (128-token "
-     "vocabulary with <unk>), Adam η=3e-3, 3000 steps of 64 windows", SHAKESPEARE),
+    ("lm-shakespeare", "GPT-style decoder (2 blocks, d=128, 4 heads, context 16) on Shakespeare's words (64-token "
+     "vocabulary with <unk>), Adam η=3e-3, 4000 steps of 64 windows", SHAKESPEARE),
     ("lm-planted", "the same decoder (d=32, 2 heads, context 8) on a 16-token Markov chain with 4 planted support "
      "sets, 3000 steps of 32 windows", PLANTED_CHAIN),
 ):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..._tensor import DTYPES, resolve_device
 from ...data.lm_text import TextTokenizer
-from ...io import ensure_dir, write_json
+from ...config import to_toml
+from ...io import ensure_dir, write_json, write_text
 from ...results import FigureSpec, RunResult, Section
 from ...training.history import History
 from ...training.lm import LMProblem, TokenWindows
@@ -45,11 +46,14 @@ def tokenize(cfg: LMConfig) -> tuple[TextTokenizer, TokenWindows, dict]:
     return tok, windows, facts
 
 
-def train_model(cfg: LMConfig, ctx: RunContext, run: str = "train") -> tuple[History, TextTokenizer, dict]:
-    """Train ``cfg`` into ``ctx.out`` (``tokenizer.json``, ``checkpoints/``); returns (history, tokenizer, facts with
-    the wall and CPU seconds)."""
-    out = ensure_dir(ctx.out)
+def train_model(cfg: LMConfig, ctx: RunContext, run: str = "train", folder: Path | None = None
+                ) -> tuple[History, TextTokenizer, dict]:
+    """Train ``cfg`` into ``folder`` (default ``ctx.out``): ``config.toml``, ``tokenizer.json`` and ``checkpoints/``, what
+    :class:`~ntpbias.experiments.lm.analysis.RunModels` reads. Returns (history, tokenizer, facts with the wall and CPU
+    seconds)."""
+    out = ensure_dir(ctx.out if folder is None else folder)
     tok, windows, facts = tokenize(cfg)
+    write_text(out / "config.toml", to_toml(cfg))
     write_json(out / TOKENIZER_FILE, tok.to_dict())
     problem = LMProblem(windows, tok.V, cfg.model.kwargs(), batch_size=cfg.train.batch_size,
                         dtype=DTYPES[cfg.dtype], device=resolve_device(cfg.device))
