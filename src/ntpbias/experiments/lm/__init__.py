@@ -9,7 +9,8 @@ with its findings.
 """
 
 from .config import PLANTED, LMConfig, LMDataConfig, LMModelConfig, LMTrainConfig, scaled
+from .group import FIGURES, planted_control, run_group
 from .runs import train_lm, train_model
 
-__all__ = ["PLANTED", "LMConfig", "LMDataConfig", "LMModelConfig", "LMTrainConfig", "scaled", "train_lm",
-           "train_model"]
+__all__ = ["FIGURES", "PLANTED", "LMConfig", "LMDataConfig", "LMModelConfig", "LMTrainConfig", "planted_control",
+           "run_group", "scaled", "train_lm", "train_model"]

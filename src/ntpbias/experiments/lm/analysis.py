@@ -173,9 +173,10 @@ class LMAnalysis:
     rows: list[dict] = field(default_factory=list)
 
 
-def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear: bool = True,
+def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear: bool = True, figure_prefix: str = "lm",
                    say: Callable[[str], None] = lambda _m: None) -> LMAnalysis:
-    """Measure every checkpoint of ``models`` on ``text`` (module docstring)."""
+    """Measure every checkpoint of ``models`` on ``text`` (module docstring); the report's figures are
+    ``<figure_prefix>-curves``, ``-spectra`` and ``-collapse``."""
     say("support pattern: centred support matrix and nuclear-norm NTP-SVM")
     ref = logit_reference(text.data, solver="auto" if solver == "auto" else ("admm" if solver != "clarabel"
                                                                               else "clarabel"), nuclear=nuclear)
@@ -201,7 +202,7 @@ def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear:
         arrays.update(L_mm=ref.L_mm, L_mm_singular_values=torch.linalg.svdvals(ref.L_mm))
     if geo.analysis.svm is not None:
         arrays["W_mm"] = geo.analysis.svm.W
-    return LMAnalysis(record, data, W, arrays, _section(models, text, ref, rows, arrays, data), rows)
+    return LMAnalysis(record, data, W, arrays, _section(models, text, ref, rows, arrays, data, figure_prefix), rows)
 
 
 def _stack(spectra: list[np.ndarray]) -> np.ndarray:
@@ -218,8 +219,8 @@ def _reference_record(ref: LogitReference, data: NTPData) -> dict:
     return out
 
 
-def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], arrays: dict,
-             data: NTPData) -> Section:
+def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], arrays: dict, data: NTPData,
+             prefix: str) -> Section:
     final = rows[-1]
     section = Section("lm", f"NTP geometry of {models.source} on {text.facts['text']} (T = "
                       f"{text.tokens.shape[1]})", description="The model read as a linear decoder on its own features: "
@@ -235,19 +236,19 @@ def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], 
         section.notes.append("the final features are not NTP-separable (a finding, not an error): the paper-A "
                              "max-margin quantities (svm_norm, cos_perp_mm, margin_ratio) are undefined; "
                              "separated_fraction reports how many contexts the model's own W separates")
-    section.plots.append(FigureSpec("lm-curves", "The geometry against training steps", "Left to right: CE - H on the "
+    section.plots.append(FigureSpec(f"{prefix}-curves", "The geometry against training steps", "Left to right: CE - H on the "
                                     "analysed contexts; the finite part's error in logit space (and paper A's "
                                     "||P_F W - W*||/||W*|| when H is compatible); alignment of the growing part with "
                                     "W^mm (on the model's H), with L^mm and with S̃; the margin relative to the maximum "
                                     "and the share of separated contexts; Gram alignments; collapse angles.",
                                     "lm.curves", {"rows": rows}))
-    section.plots.append(FigureSpec("lm-spectra", "Singular spectra", "Singular values of the centred logits W_c H^T "
+    section.plots.append(FigureSpec(f"{prefix}-spectra", "Singular spectra", "Singular values of the centred logits W_c H^T "
                                     "at each checkpoint (darker = later), against those of the nuclear-norm SVM L^mm "
                                     "and of the centred support matrix S̃, each divided by its largest.", "lm.spectra",
                                     {k: arrays[k] for k in ("steps", "spectra_logits", "S_tilde_singular_values")
                                      } | ({"L_mm_singular_values": arrays["L_mm_singular_values"]}
                                           if "L_mm_singular_values" in arrays else {})))
-    section.plots.append(FigureSpec("lm-collapse", "Context features by support set", "Cosines between the final "
+    section.plots.append(FigureSpec(f"{prefix}-collapse", "Context features by support set", "Cosines between the final "
                                     "features h_j, contexts ordered by support set (lines between sets), beside the "
                                     "context Gram direction the nuclear-norm SVM predicts (docs/ufm.md, U-4).",
                                     "lm.collapse", {"H": to_numpy(data.H), "groups": to_numpy(ref.groups),

@@ -57,14 +57,18 @@ class LMDataConfig(Config):
     def read_lines(self) -> list[str]:
         """The training text's lines (the planted chain's, or those of :func:`~ntpbias.data.lm_text.text_lines`)."""
         if self.text == PLANTED:
-            from ...data.planted import planted_markov_lines
-
-            counts = self.contexts[0] if len(self.contexts) == 1 else self.contexts
-            return planted_markov_lines(self.V, self.sizes, counts, lines=self.lines, length=self.length,
-                                        seed=self.seed, dirichlet=self.dirichlet)[0]
+            return self.planted()[0]
         from ...data.lm_text import text_lines
 
         return text_lines(self.text)
+
+    def planted(self):
+        """The planted chain's (lines, transition data) (:func:`~ntpbias.data.planted.planted_markov_lines`)."""
+        from ...data.planted import planted_markov_lines
+
+        counts = self.contexts[0] if len(self.contexts) == 1 else self.contexts
+        return planted_markov_lines(self.V, self.sizes, counts, lines=self.lines, length=self.length, seed=self.seed,
+                                    dirichlet=self.dirichlet)
 
 
 @dataclass(frozen=True)
