@@ -4,8 +4,8 @@ Sizes scale paper A's Fig. 4 instance (m = 50 contexts, d = 60, V = 10, |S_j| = 
 (k = 10: 10x the contexts and the dimension, 10x the variables V d, 100x the constraint-matrix nonzeros). For each size
 and norm it prints the solve time (cvxpy compilation + Clarabel + the certificate, in a subprocess killed at ``--cap``
 seconds), Clarabel's iterations, the worst certificate residual, and separately the time of the uniqueness tests; the
-l2 program (the matrix-free dual solver of ntpbias.geometry.svm, ``solver="auto"``) is timed beside them for scale.
-This is the measurement behind the decision whether the LP norms need a matrix-free method (docs/optimizers.md).
+l2 program (the matrix-free dual solver of ntpbias.geometry.margins.program, ``solver="auto"``) is timed beside them for
+scale. This is the measurement behind the decision whether the LP norms need a matrix-free method (docs/optimizers.md).
 
 Run: python benchmarks/bench_norms.py [--factors 1,2,4,10] [--norms l2,linf,l1,spectral,nuclear] [--cap 600]
 """
@@ -26,13 +26,13 @@ warnings.simplefilter("ignore")
 import torch
 torch.set_num_threads(1)
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.svm import ntp_svm
+from ntpbias.geometry.margins.program import ntp_svm
 k, norm, unique = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 data = random_ntp(m=50 * k, d=60 * k, V=10, support_size=6, seed=0)
 t0 = time.perf_counter()
 if norm == "l2":
     res = ntp_svm(data)
-    out = {"seconds": time.perf_counter() - t0, "iterations": res.iterations, "residual": res.kkt.worst,
+    out = {"seconds": time.perf_counter() - t0, "iterations": res.iterations, "residual": res.certificate.worst,
            "value": res.norm, "solver": res.solver}
 else:
     res = ntp_svm(data, norm=norm, decide_uniqueness=unique)

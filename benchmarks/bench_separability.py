@@ -3,12 +3,12 @@
 
 Forms (``ntp_separability(data, method="lp", lp_form=...)``): ``feasibility`` (the first path: a feasibility LP,
 then a Gordan LP on non-separable data), ``margin`` (one capped margin LP with V d variables), ``cokernel`` (the
-Gordan alternative over the cokernel of H, (m - d) V variables: :mod:`ntpbias.geometry.cokernel`); ``auto`` picks
-the one of margin / cokernel with fewer constraint nonzeros. For each (V, k, m) one dataset is drawn with d = m and
-the verdicts are taken on its first d coordinates at ``--fractions`` of the predicted threshold d = δ*(V, k) m
-(:func:`ntpbias.geometry.thresholds.separability_threshold`), so both verdict classes appear. The table gives the
-verdicts (separable / not), the seconds per verdict of each form, the speed-up of the one ``auto`` picks over the
-margin LP, whether every verdict is certified and whether the forms agree. A form stops growing m once its verdicts
+Gordan alternative over the cokernel of H, (m - d) V variables: :mod:`ntpbias.geometry.separability.cokernel`); ``auto``
+picks the one of margin / cokernel with fewer constraint nonzeros. For each (V, k, m) one dataset is drawn with d = m
+and the verdicts are taken on its first d coordinates at ``--fractions`` of the predicted threshold d = δ*(V, k) m
+(:func:`ntpbias.geometry.separability.thresholds.separability_threshold`), so both verdict classes appear. The table
+gives the verdicts (separable / not), the seconds per verdict of each form, the speed-up of the one ``auto`` picks over
+the margin LP, whether every verdict is certified and whether the forms agree. A form stops growing m once its verdicts
 at the next m would take more than ``--cap`` seconds (extrapolated as m^3.5, about what was measured).
 
 ``--trials runs/X/data/trials.csv`` instead summarizes a finished study (``ntpbias reproduce separability``): per
@@ -29,11 +29,11 @@ from _common import print_table
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.experiments.separability import read_trials
-from ntpbias.geometry.cokernel import cokernel_nnz
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.separability import ntp_separability
-from ntpbias.geometry.svm import MarginProgram
-from ntpbias.geometry.thresholds import separability_threshold
+from ntpbias.geometry.margins.program import MarginProgram
+from ntpbias.geometry.separability.cokernel import cokernel_nnz
+from ntpbias.geometry.separability.thresholds import separability_threshold
+from ntpbias.geometry.separability.verdict import ntp_separability
 
 
 def support_sizes(V: int, spec: str) -> list[int]:

@@ -2,10 +2,11 @@
 
 Two tables, both ready-to-paste Markdown:
 
-1. **NTP supports** (paper A's random instances: h̄_j ~ N(0, I_d), |S_j| uniform random supports; spec
-   dependencies.md §1), sizes ``small, medium, large, gpu``: the workset method (``solver="workset"``, what
-   ``solver="auto"`` now picks beyond Clarabel) against the dual method (``solver="dual"``, the previous default)
-   and against cvxpy + Clarabel in a subprocess killed at ``--cap`` seconds or ``--mem-gb`` of address space.
+1. **NTP supports** (paper A's random instances: h̄_j ~ N(0, I_d), |S_j| uniform random supports;
+   docs/paper-a-linear-ntp.md#experiments-and-figures), sizes ``small, medium, large, gpu``: the workset method
+   (``solver="workset"``, what ``solver="auto"`` now picks beyond Clarabel) against the dual method (``solver="dual"``,
+   the previous default) and against cvxpy + Clarabel in a subprocess killed at ``--cap`` seconds or ``--mem-gb`` of
+   address space.
 2. **One-hot labels**, sizes ``onehot-a, onehot-b, onehot-c`` (h_j ~ N(0, I_d / d), one uniformly random label
    per context). There the NTP-SVM is the Crammer-Singer multiclass SVM without bias, and its strongest peer is
    liblinear's dual coordinate descent for it: scikit-learn's ``LinearSVC(multi_class="crammer_singer",
@@ -46,7 +47,7 @@ from _common import print_table
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.svm import MarginProgram, ntp_svm
+from ntpbias.geometry.margins.program import MarginProgram, ntp_svm
 
 SIZES = {  # name: (m, d, V, |S_j|)
     "small": (50, 60, 10, 6),
@@ -122,7 +123,7 @@ def clarabel_child(name: str, seed: int) -> None:
     t0 = time.perf_counter()
     res = ntp_svm(data, "clarabel", polish=False)
     print(json.dumps({"seconds": time.perf_counter() - t0, "objective": 0.5 * res.norm ** 2,
-                      "kkt": res.kkt.worst}))
+                      "kkt": res.certificate.worst}))
 
 
 def run_clarabel(name: str, seed: int, cap: float, mem_gb: float) -> dict:
@@ -197,12 +198,12 @@ def ntp_rows(args, names) -> tuple[list, list]:
         records.append({"size": name, "m": m, "d": d, "V": V, "k": k, "variables": V * d, "dual_seconds": t_dual,
                         "dual_iterations": dual.iterations, "workset_seconds": t_ws, "workset_cpu_seconds": c_ws,
                         "apg_iterations": det["apg_iterations"], "pcg_iterations": det["pcg_iterations"],
-                        "kkt": ws.kkt.worst, "objective": obj, "dual_objective": 0.5 * dual.norm ** 2,
+                        "kkt": ws.certificate.worst, "objective": obj, "dual_objective": 0.5 * dual.norm ** 2,
                         "clarabel": ref, "face_rows": det.get("face_rows")})
         rows.append([f"{name} ({m}, {d}, {V}, {k})", f"{V * d:,}", f"{t_dual:.3g}", dual.iterations, f"{t_ws:.3g}",
                      f"{det['apg_iterations']} + {det['pcg_iterations']}", f"{t_dual / t_ws:.2g}x", ref["label"],
                      vs_clarabel, agree, f"{abs(obj - records[-1]['dual_objective']) / obj:.1e}",
-                     f"{ws.kkt.worst:.1e}", product_fraction(ws, V, d, m, device)])
+                     f"{ws.certificate.worst:.1e}", product_fraction(ws, V, d, m, device)])
     header = ["size (m, d, V, \\|S_j\\|)", "variables", "dual (s)", "dual iters", "workset (s)",
               "workset iters (AG + CG)", "workset vs dual", "cvxpy+Clarabel (s)", "workset vs Clarabel",
               "objective rel. diff (Clarabel)", "objective rel. diff (dual)", "KKT worst", "matmul throughput"]
@@ -223,7 +224,7 @@ def onehot_rows(args, names) -> tuple[list, list]:
         record = {"size": name, "m": m, "d": d, "V": V, "variables": V * d, "rows": m * (V - 1),
                   "workset_seconds": t_ws, "workset_cpu_seconds": c_ws, "apg_iterations": det["apg_iterations"],
                   "pcg_iterations": det["pcg_iterations"], "working_set": sets, "face_rows": det.get("face_rows"),
-                  "norm": ws.norm, "kkt": ws.kkt.worst, "certified": ws.certified, "liblinear": lib,
+                  "norm": ws.norm, "kkt": ws.certificate.worst, "certified": ws.certified, "liblinear": lib,
                   "clarabel": ref}
         records.append(record)
         if lib is None:
@@ -236,7 +237,8 @@ def onehot_rows(args, names) -> tuple[list, list]:
         rows.append([f"{name} ({m}, {d}, {V})", f"{V * d:,}", f"{m * (V - 1):,}", f"{t_ws:.3g} ({c_ws:.3g})",
                      f"{det['apg_iterations']} + {det['pcg_iterations']}",
                      f"{sets[-1]:,} / {det.get('face_rows', 0):,}", *lib_cols[:2], ref["label"], lib_cols[2],
-                     lib_cols[3], lib_cols[4], f"{ws.kkt.worst:.1e}", product_fraction(ws, V, d, m, args.device)])
+                     lib_cols[3], lib_cols[4], f"{ws.certificate.worst:.1e}",
+                     product_fraction(ws, V, d, m, args.device)])
     header = ["size (m, d, V)", "variables", "constraints", "workset wall (CPU) s", "iters (AG + CG)",
               "working set / active rows", "liblinear CS wall (CPU) s", "speed-up wall (CPU)", "cvxpy+Clarabel (s)",
               "\\|\\|W\\|\\| rel. diff", "liblinear min margin", "liblinear epochs", "KKT worst", "matmul throughput"]

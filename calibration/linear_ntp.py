@@ -17,7 +17,7 @@ import torch
 import ntpbias as nb
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.experiments.linear.config import REGPATH_B
-from ntpbias.geometry.regpath import regularization_path
+from ntpbias.geometry.linear.regpath import regularization_path
 from ntpbias.metrics import cosine
 from ntpbias.training.linear import LinearNTPProblem
 

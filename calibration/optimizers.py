@@ -21,7 +21,7 @@ from ntpbias.experiments import RunContext
 from ntpbias.experiments.optimizers.checks import CALIBRATION_SEEDS
 from ntpbias.experiments.optimizers.config import MEMBERS, ONEHOT, run_config
 from ntpbias.experiments.optimizers.runs import data_for, norm_references, train_run
-from ntpbias.geometry.loss import smoothness_bound
+from ntpbias.geometry.linear.loss import smoothness_bound
 from ntpbias.geometry.norms import NORMS
 
 

@@ -19,7 +19,7 @@ import torch
 from ntpbias.experiments import RunContext
 from ntpbias.experiments.optimizers.config import run_config
 from ntpbias.experiments.optimizers.runs import dataset, norm_references, train_run
-from ntpbias.geometry.loss import smoothness_bound
+from ntpbias.geometry.linear.loss import smoothness_bound
 from ntpbias.geometry.norms import NORMS
 
 DATASETS = ("fig4", "shakespeare")

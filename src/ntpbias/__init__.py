@@ -29,8 +29,8 @@ _API = {
     "train": "ntpbias.api", "reproduce": "ntpbias.api", "load_run": "ntpbias.api", "Run": "ntpbias.api",
     "PRESETS": "ntpbias.experiments",
     # the log-bilinear (unconstrained-features) model, docs/ufm.md
-    "planted_supports": "ntpbias.data.planted", "nuclear_svm": "ntpbias.geometry.logit_svm",
-    "support_svd": "ntpbias.geometry.ufm", "ufm_regularization_path": "ntpbias.training.ufm_path",
+    "planted_supports": "ntpbias.data.planted", "nuclear_svm": "ntpbias.geometry.ufm.logit_svm",
+    "support_svd": "ntpbias.geometry.ufm.logits", "ufm_regularization_path": "ntpbias.training.ufm_path",
 }
 
 __all__ = ["__version__", *_API]

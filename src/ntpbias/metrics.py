@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 
 from .data.ntp import NTPData
-from .geometry.loss import cross_entropy, cross_entropy_grad
+from .geometry.linear.loss import cross_entropy, cross_entropy_grad
+from .geometry.linear.subspace import DataSubspace
+from .geometry.margins.program import ntp_margin
 from .geometry.norms import NORMS, matrix_norm
-from .geometry.subspace import DataSubspace
-from .geometry.svm import ntp_margin
 
 #: name -> definition (the columns of metrics.csv).
 DEFINITIONS: dict[str, str] = {

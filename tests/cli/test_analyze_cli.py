@@ -1,4 +1,5 @@
-"""``ntpbias analyze`` end to end (DESIGN.md §2): outputs checked against independent numpy/cvxpy computations.
+"""``ntpbias analyze`` end to end (its file contract, docs/errors-and-limits.md and the README): outputs checked
+against independent numpy/cvxpy computations.
 
 Each subprocess pays the torch import (~3 s), so the success paths use three invocations that each check many
 things; the full matrix of bad inputs runs in-process through the same entry point (``ntpbias.cli.main``), and

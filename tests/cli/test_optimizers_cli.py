@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from ntpbias.data.synthetic import random_ntp
+from ntpbias.geometry.margins.program import ntp_svm
 from ntpbias.geometry.norms import NORMS, matrix_norm
-from ntpbias.geometry.svm import ntp_svm
 from ntpbias.results.metrics_table import read_metrics_csv
 
 ENTRY_KEYS = {"norm_W_mm", "margin", "certified", "unique", "solver", "seconds"}

@@ -20,7 +20,8 @@ CHECK_KEYS = {"name", "claim", "measured", "threshold", "passed"}
 
 @pytest.mark.slow
 def test_reproduce_example2_quick_scale(run_cli, tmp_path, report_matches_summary):
-    """The Example-1/2 figure at its real (quick) scale: every check passes, including the spec's reference values."""
+    """The Example-1/2 figure at its real (quick) scale: every check passes, including the independent reference values
+    of docs/paper-c-transformer.md#theory-checks."""
     out = tmp_path / "ex2"
     res = run_cli("reproduce", "transformer-example2", "--out", out, "--quiet")
     assert res.returncode == 0, res.stderr

@@ -1,6 +1,6 @@
 """``analyze`` through its large-problem path (iterative subspace, dual-solver separability and NTP-SVM) against
-its small-problem path (Gram eigendecomposition, LP, Clarabel) on moderately sized instances (spec linear_ntp.md
-§2.2-§3.2; dependencies.md §1)."""
+its small-problem path (Gram eigendecomposition, LP, Clarabel) on moderately sized instances (eqs. (4)-(6b) and Def. 3
+of paper A; docs/paper-a-linear-ntp.md#objects)."""
 
 import importlib
 import json
@@ -12,11 +12,11 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.analysis import analyze
-from ntpbias.geometry.subspace import DataSubspace, dim_F
+from ntpbias.geometry.linear.subspace import DataSubspace, dim_F
 
 # the modules (``ntpbias.geometry.subspace`` the attribute is the function of the same name)
 sub_mod, sep_mod, svm_mod = (importlib.import_module(f"ntpbias.geometry.{name}")
-                             for name in ("subspace", "separability", "svm"))
+                             for name in ("linear.subspace", "separability.verdict", "margins.program"))
 LARGE = {"solver": "dual", "separability_method": "dual", "subspace_method": "iterative"}
 SMALL = {"solver": "clarabel", "separability_method": "lp", "subspace_method": "exact"}
 

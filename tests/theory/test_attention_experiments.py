@@ -1,6 +1,7 @@
 """Paper B's experiments through the engine and the experiment layer: stage 2 on A1-base (Thm 4.3, Lemma 4.5)
-and its negative control, the Lemma 4.1 sweep against direct stage-1 steps, the Figure-2 pattern at the spec's
-CI size for models (1) and (17) (N16-ci), and real text from fixture files through preprocessing to training."""
+and its negative control, the Lemma 4.1 sweep against direct stage-1 steps, the Figure-2 pattern at the
+CI size for models (1) and (17) (check B-C15 of docs/paper-b-attention.md#theory-checks), and real text from fixture
+files through preprocessing to training."""
 
 import csv
 import json
@@ -37,14 +38,14 @@ from ntpbias.experiments.attention import (
     train_classifier,
 )
 from ntpbias.experiments.base import RunContext
-from ntpbias.geometry import attention as ga
-from ntpbias.geometry import selection as gs
+from ntpbias.geometry.attention import selection as gs
+from ntpbias.geometry.attention import stage_one as ga
 
 
 # ------------------------------------------------------------------------------------------ stage 2
 def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direction(tmp_path):
-    """Spec N8 through the engine: s*_X is the only selected token of every X, cos(p_T, p̂) >= 0.999, and every
-    stage-2 check of the report passes."""
+    """B-C10 (docs/paper-b-attention.md#theory-checks) through the engine: s*_X is the only selected token of every X,
+    cos(p_T, p̂) >= 0.999, and every stage-2 check of the report passes."""
     cfg = replace(STAGE2_NGD, seeds=2)
     r = run_stage_two(cfg, RunContext(out=tmp_path), "ngd")
     assert r.history.status == "completed" and r.assumption1 == ""
@@ -78,8 +79,8 @@ def test_stage_two_on_a1_base_selects_the_relevant_tokens_and_the_lemma45_direct
 
 
 def test_stage_two_checks_fail_when_the_theory_conditions_are_violated(tmp_path):
-    """Negative control (spec N9/N13): one irrelevant token at d = 256 breaks condition (ii) for this seed: p selects
-    the irrelevant token in half of the sequences and the checks say so."""
+    """Negative control (B-C11 of docs/paper-b-attention.md#theory-checks): one irrelevant token at d = 256 breaks
+    condition (ii) for this seed: p selects the irrelevant token in half of the sequences and the checks say so."""
     cfg = StageTwoConfig(model=StageTwoModelConfig(d=256), seed=1,
                          data=TokenDataConfig(source="assumption1", n=16, T=6, n_irr=1, seed=1))
     r = run_stage_two(cfg, RunContext(out=tmp_path), "bad")
@@ -128,7 +129,7 @@ CI = AttentionConfig(model=AttentionModelConfig(d=64), train=AttentionTrainConfi
 
 @pytest.fixture(scope="module")
 def ci_runs(tmp_path_factory):
-    """Spec N16-ci: models (1) and (17) on the small K-level data (T = 32, n = 1024, d = 64, 20 epochs)."""
+    """B-C15 (CI size): models (1) and (17) on the small K-level data (T = 32, n = 1024, d = 64, 20 epochs)."""
     data = CI_DATA.build()
     out = {}
     for model in ("one_layer", "two_layer"):
@@ -142,8 +143,9 @@ def test_figure2_pattern_at_ci_size_for_both_models(ci_runs):
     data, runs = ci_runs
     h1, t1 = runs["one_layer"]
     h2, t2 = runs["two_layer"]
-    # spec N16-ci: Pearson >= 0.85 for model (1), >= 0.75 for model (17) (the level-order and accuracy checks of
-    # the report are calibrated on the larger quick-scale data; this CI size reaches 98.5% accuracy with model (1))
+    # B-C15 (docs/paper-b-attention.md#theory-checks): Pearson >= 0.85 for model (1), >= 0.75 for model (17); the
+    # report's level-order and accuracy checks are calibrated on the larger quick-scale data (this CI size reaches
+    # 98.5% accuracy with model (1))
     for name, (h, t), bound in (("one", runs["one_layer"], 0.85), ("two", runs["two_layer"], 0.75)):
         checks = pattern_checks(name, t, h, thresholds={"pearson_v_pd": bound, "pearson_p_abs_pd": bound},
                                 min_accuracy=0.95)

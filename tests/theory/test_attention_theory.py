@@ -1,4 +1,4 @@
-"""Numerical checks of paper B's theory (spec attention_embeddings.md §8: N1-N12) and of the stage-2 library."""
+"""Numerical checks of paper B's theory (B-C1 to B-C14 of docs/paper-b-attention.md#theory-checks), stage-2 library."""
 
 import math
 
@@ -17,18 +17,20 @@ from ntpbias.data.tokens import (
     token_statistics,
 )
 from ntpbias.errors import DataError
-from ntpbias.geometry import attention as ga
-from ntpbias.geometry import selection as gs
+from ntpbias.geometry.attention import selection as gs
+from ntpbias.geometry.attention import stage_one as ga
 from ntpbias.models.attention import OneLayerAttention
 from ntpbias.training.attention import train_stage_two
 
-A1_D, A1_ETA0 = 1024, 200.0  # the spec's "A1-base" stage-2 configuration (n=16, T=6, 4+4 relevant, 12 irrelevant)
+# the "A1-base" stage-2 configuration of docs/paper-b-attention.md#experiments-and-figures (n=16, T=6, 4+4 relevant,
+# 12 irrelevant)
+A1_D, A1_ETA0 = 1024, 200.0
 
 
 @pytest.fixture(scope="module")
 def a1_runs():
     """Stage 1 and a normalized-GD stage 2 (h = 0.5, 4000 steps, on the training engine) on A1-base for two seeds
-    (spec N8). Yields (ds, stage one, final p, history)."""
+    (B-C10). Yields (ds, stage one, final p, history)."""
     runs = []
     for seed in (0, 1):
         ds = sample_assumption1(seed=seed)
@@ -50,7 +52,7 @@ def _random_problem(seed=0, n=16, T=8, S=20, d=32, p_scale=3.0):
 
 
 def _double_sum_grad_p(E, p, v, ds):
-    """∇_p L by the pairwise form of Lemma A.1 (spec §2.1): -Ê[y g Σ_i Σ_{j≠i} q_i q_j (E_{x_i} - E_{x_j}) u_i]."""
+    """∇_p L by the pairwise form of Lemma A.1 of paper B: -Ê[y g Σ_i Σ_{j≠i} q_i q_j (E_{x_i} - E_{x_j}) u_i]."""
     a = (E @ p)[ds.X].masked_fill(~ds.mask, -math.inf)
     q = torch.softmax(a, 1)
     u = (E @ v)[ds.X]
@@ -95,7 +97,7 @@ def test_n1_lemma_a2_directional_derivative():
 
 def test_stable_weights_keep_full_relative_accuracy_at_large_norm(a1_runs):
     """At ||p|| ≈ 800 (selected q ≈ 1, gradient ~1e-150) the library gradient matches the cancellation-free
-    pairwise sum to 1e-10 relative, while the naive q_i (u_i - f) form is off by orders of magnitude (spec §8)."""
+    pairwise sum to 1e-10 relative, while the naive q_i (u_i - f) form is off by orders of magnitude (B-C3)."""
     ds, st, p_final, _ = a1_runs[0]
     p = p_final * 0.6  # inside the range where the tails have not underflowed
     _, grad = ga.loss_and_grad_p(st.E1, p, st.v, ds)

@@ -6,7 +6,7 @@ import pytest
 
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.separability import critical_dimension, ntp_separability
+from ntpbias.geometry.separability.verdict import critical_dimension, ntp_separability
 
 
 @pytest.mark.parametrize(("V", "k", "seed"), [(2, 1, 0), (4, 1, 1), (5, 2, 2), (4, 3, 3)])

@@ -1,17 +1,17 @@
-"""CE - H and its gradient without cancellation (ntpbias.geometry.excess) against the direct formula, autograd and a
-400-digit mpmath computation far into the separable regime; the bound on ||P_F(W) - W*|| from the per-context excess
-loss (ntpbias.geometry.fbound, docs/optimizers.md#f-bound) against the measured distance."""
+"""CE - H and its gradient without cancellation (ntpbias.geometry.linear.excess) against the direct formula, autograd
+and a 400-digit mpmath computation far into the separable regime; the bound on ||P_F(W) - W*|| from the per-context
+excess loss (ntpbias.geometry.linear.fbound, docs/optimizers.md#f-bound) against the measured distance."""
 
 import numpy as np
 import pytest
 import torch
 
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.excess import context_excess, excess_loss_grad
-from ntpbias.geometry.fbound import f_error_bound, psi_inverse
-from ntpbias.geometry.loss import cross_entropy, cross_entropy_grad, kl_terms
-from ntpbias.geometry.subspace import subspace
-from ntpbias.geometry.svm import ntp_svm
+from ntpbias.geometry.linear.excess import context_excess, excess_loss_grad
+from ntpbias.geometry.linear.fbound import f_error_bound, psi_inverse
+from ntpbias.geometry.linear.loss import cross_entropy, cross_entropy_grad, kl_terms
+from ntpbias.geometry.linear.subspace import subspace
+from ntpbias.geometry.margins.program import ntp_svm
 
 mpmath = pytest.importorskip("mpmath")
 

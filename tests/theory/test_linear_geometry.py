@@ -1,4 +1,5 @@
-"""Theory checks of the linear-NTP geometry (spec linear_ntp.md §1-§3, §8.1, §12 A, B, E).
+"""Theory checks of the linear-NTP geometry (checks A-C1 to A-C9 and A-C18 to A-C20 of
+docs/paper-a-linear-ntp.md#theory-checks).
 
 Every quantity of ``ntpbias.geometry`` is compared with an independent computation: autograd and central finite
 differences for the loss, dense numpy linear algebra on the *full-pair* systems (all pairs z ≠ z' in S_j,
@@ -26,16 +27,16 @@ from ntpbias.data.synthetic import TWO_D_SUPPORTS, random_ntp, two_d_example
 from ntpbias.errors import NotSeparableError
 from ntpbias.geometry import ntp_separability, ntp_svm, subspace
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.loss import (
+from ntpbias.geometry.linear.loss import (
     cross_entropy,
     cross_entropy_F,
     cross_entropy_grad,
     kl_terms,
     per_sample_cross_entropy,
 )
-from ntpbias.geometry.svm import ntp_margin
+from ntpbias.geometry.margins.program import ntp_margin
 
-ID = 1e-9  # tolerance of the exact identities (spec §12 A)
+ID = 1e-9  # tolerance of the exact identities (A-C1 to A-C7)
 
 
 # ============================================================================ independent references (numpy)
@@ -159,7 +160,7 @@ def ref_entropy(data: NTPData) -> float:
     return float(-sum(pi[j] * sum(p * math.log(p) for p in P[j] if p > 0) for j in range(len(P))))
 
 
-# ============================================================================ §12 A.1-A.3: loss identities
+# ======================================================================= A-C1 to A-C3: loss identities
 @pytest.fixture(scope="module")
 def raw():
     """n = 80 raw samples over m = 5 contexts (repeated), V = 7 tokens, d = 8 > m."""
@@ -252,7 +253,7 @@ def test_ce_equals_entropy_plus_kl_and_bounds_ce_F(scale):
     assert float(cross_entropy(W, data)) >= ce_F >= H_ent - 1e-12
 
 
-# ============================================================================ §12 A.4: the subspace F
+# ============================================================================= A-C4: the subspace F
 SUBSPACE_CASES = {
     # name: (m, d, V, support sizes, full column rank of H̄)
     "full-rank": (4, 7, 5, [3, 2, 5, 1], True),
@@ -299,7 +300,7 @@ def test_one_hot_labels_have_trivial_F_and_zero_entropy():
     assert len(constraints(data).eq) == 0
 
 
-# ============================================================================ §12 A.5: W*
+# ============================================================================= A-C5: W*
 @pytest.mark.parametrize("case", ["full-rank", "full-rank-square", "fig4"])
 def test_W_star_is_the_min_norm_solution_of_the_full_pair_system(case):
     data = random_ntp(seed=0) if case == "fig4" else make_data(*SUBSPACE_CASES[case][:4], seed=7)
@@ -317,12 +318,12 @@ def test_W_star_is_the_min_norm_solution_of_the_full_pair_system(case):
     assert np.linalg.norm(W.reshape(-1) - PF @ W.reshape(-1)) <= ID * scale  # W* ∈ F (P_⊥ W* ≈ 0)
     assert float(torch.linalg.vector_norm(F.project_perp(F.W_star))) <= ID * scale
 
-    # in-support softmax at W* reproduces p̂_j exactly (eq. (3a) / §2.1)
+    # in-support softmax at W* reproduces p̂_j exactly (eq. (3a) of paper A)
     L = np.where(P > 0, H @ W.T, -np.inf)
     np.testing.assert_allclose(np.exp(L - logsumexp(L, axis=1, keepdims=True)), P, atol=1e-10)
     assert float(cross_entropy_F(F.W_star, data)) == pytest.approx(ref_entropy(data), rel=ID)
 
-    # W* = P_F(U H̄^†) with U the centred log-probabilities (§2.1; H̄ = H^T has full column rank here)
+    # W* = P_F(U H̄^†) with U the centred log-probabilities (A-C5; H̄ = H^T has full column rank here)
     logP = np.log(np.where(P > 0, P, 1.0))
     U = np.where(P > 0, logP - logP.sum(1, keepdims=True) / (P > 0).sum(1, keepdims=True), 0.0).T  # (V, m)
     Wp = U @ np.linalg.pinv(H.T)
@@ -349,7 +350,7 @@ def test_incompatible_data_report_the_least_squares_residual():
     np.testing.assert_allclose(F.W_star.numpy().reshape(-1), w, atol=1e-9 * np.linalg.norm(w))
 
 
-# ============================================================================ §12 A.6-A.7: W^mm
+# ======================================================================= A-C6, A-C7: W^mm
 SVM_CASES = {
     "small": lambda: make_data(8, 10, 6, 3, seed=1),
     "mixed-supports": lambda: make_data(7, 9, 6, [1, 2, 3, 4, 5, 2, 3], seed=3),
@@ -375,7 +376,7 @@ def test_ntp_svm_matches_independent_natural_form_solve(svm_case):
 
     gaps, ties = logit_gaps(W, data)
     assert gaps.min() == pytest.approx(1.0, abs=1e-8)  # margin exactly 1, attained
-    assert res.margin == pytest.approx(gaps.min(), abs=1e-12)
+    assert res.min_gap == pytest.approx(gaps.min(), abs=1e-12)
     assert float(ntp_margin(res.W, data)) == pytest.approx(gaps.min(), abs=1e-12)
     assert np.abs(ties).max() <= 1e-8  # (6a): in-support logits tied
 
@@ -389,7 +390,7 @@ def test_ntp_svm_matches_independent_natural_form_solve(svm_case):
 
 def test_ntp_svm_kkt_certificate_holds_on_own_dense_constraints(svm_case):
     name, data, res, _ = svm_case
-    assert res.kkt.worst <= 1e-6
+    assert res.certificate.worst <= 1e-6
     A_eq, _, A_in = anchor_system(data)
     assert len(res.dual_ineq) == len(A_in) == data.m * data.V - int(data.support_sizes.sum())
     assert len(res.dual_eq) == len(A_eq) == int(data.support_sizes.sum()) - data.m
@@ -413,7 +414,7 @@ def test_constraint_counts_match_the_paper():
         assert len(cons.eq) == S.sum() - data.m
         assert len(cons.ineq) == data.m * data.V - S.sum()
     cons = constraints(random_ntp(seed=0))
-    assert (len(cons.eq), len(cons.ineq)) == (250, 200)  # the Fig. 4 setup (spec §3.1)
+    assert (len(cons.eq), len(cons.ineq)) == (250, 200)  # the Fig. 4 setup (A-C7)
 
 
 def test_tokens_with_identical_support_patterns_get_identical_rows():
@@ -444,7 +445,7 @@ def test_non_separable_data_make_the_svm_raise():
         ntp_svm(full)
 
 
-# ======================================================================== §12 B.8-B.9: convergence along W* + γ W^mm
+# ========================================================================== A-C8, A-C9: convergence along W* + γ W^mm
 @pytest.mark.parametrize("case", ["small", "fig4"])
 def test_ce_gap_decays_like_exp_minus_gamma(case):
     data = SVM_CASES[case]()
@@ -479,7 +480,7 @@ def test_ce_gap_decays_like_exp_minus_gamma(case):
         assert Q[~S].max() <= math.exp(-g) * (1 + 1e-12)
 
 
-# ============================================================================ §12 E.19: one-hot = multiclass SVM
+# ============================================================================= A-C19: one-hot = multiclass SVM
 def one_hot_data() -> NTPData:
     """m = 9 points in d = 2, three classes clustered around 120°-spaced centres (separable, d < m)."""
     rng = np.random.default_rng(0)
@@ -505,7 +506,7 @@ def test_one_hot_ntp_svm_is_the_multiclass_hard_margin_svm():
     assert ntp_separability(data).separable
 
 
-# ============================================================================ §8.1 / §12 E.20: the 2D example
+# ====================================================================== A-D8 / A-C20: the 2D example
 def test_two_d_example_reproduces_fig_1_and_2():
     """Exact W^mm of the 2D example (A, B, C at 90°, 210°, 330°; A = {2,3,4}, B = {1,2,5}, C = {1,4,5}).
 
@@ -534,14 +535,14 @@ def test_two_d_example_reproduces_fig_1_and_2():
     assert np.linalg.norm(Ws[0] - Ws[4]) > 1e-3
 
 
-# ============================================================================ §2.4 / §12 E.18: separability LP
+# ============================================================= Def. 2 of paper A / A-C18: separability LP
 def duplicate_embedding_data() -> NTPData:
     """h̄_1 = h̄_2 with supports {0,1} and {1,2}: ties force ℓ_0 = ℓ_1 = ℓ_2, but context 1 needs ℓ_1 > ℓ_2."""
     return NTPData.from_arrays([[1.0, 0.5], [1.0, 0.5]], [[0.5, 0.5, 0.0], [0.0, 0.3, 0.7]])
 
 
 def random_2d_data(seed: int) -> NTPData:
-    """Random Gaussian 2D embeddings with the supports of spec §8.1 (often not separable: m > d)."""
+    """Random Gaussian 2D embeddings with the supports of decision A-D8 (often not separable: m > d)."""
     H = np.random.default_rng(seed).standard_normal((3, 2))
     P = np.zeros((3, 5))
     for j, supp in enumerate(TWO_D_SUPPORTS):

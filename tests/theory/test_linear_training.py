@@ -1,11 +1,12 @@
-"""Paper A's GD/NGD/Adam claims on small instances (spec linear_ntp.md §12 C-D), through the training engine."""
+"""Paper A's GD/NGD/Adam claims on small instances through the training engine (A-C11 to A-C17 of
+docs/paper-a-linear-ntp.md#theory-checks)."""
 
 import numpy as np
 import pytest
 import torch
 
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.loss import smoothness_bound
+from ntpbias.geometry.linear.loss import smoothness_bound
 from ntpbias.training.linear import LinearNTPProblem
 from ntpbias.training.loop import TrainConfig, Trainer
 from ntpbias.training.optimizers import Optimizer, OptimizerConfig
@@ -31,7 +32,7 @@ def test_gd_with_step_below_one_over_2L_decreases_the_loss_at_every_step(instanc
     data, _ = instance
     eta = 1 / (2 * smoothness_bound(data))
     h = _train(instance, OptimizerConfig(name="gd", lr=eta), 3000, seeds=(0, 1))
-    assert max(h.max_loss_increase) <= 0.0  # spec 12.11: monotone (every step, tracked by the loop)
+    assert max(h.max_loss_increase) <= 0.0  # A-C11: monotone (every step, tracked by the loop)
     _, gap = series(h, "loss_gap")
     assert gap[-1] < gap[0] and gap[-1] > 0  # CE > H for every finite W
 
@@ -62,15 +63,15 @@ def test_gd_trends_of_lemma2_and_theorem2(instance):
     _, cos_c = series(h, "cos_mm_corrected")
     assert cos[-1] > cos[np.searchsorted(steps, 100)] and cos_c[-1] >= 0.9 and cos_c[-1] >= cos[-1]
     _, margin = series(h, "margin_perp")
-    assert margin[-1] > margin[np.searchsorted(steps, 1000)]  # spec 12.14: slowly rising
+    assert margin[-1] > margin[np.searchsorted(steps, 1000)]  # A-C14: slowly rising
     _, key = series(h, "key_lemma")
-    assert key[-1] == 1.0  # eq. (14) with alpha = 0.5 for large k (spec 12.15)
+    assert key[-1] == 1.0  # eq. (14) with alpha = 0.5 for large k (A-C15)
 
 
 @pytest.mark.parametrize("opt", [OptimizerConfig(name="ngd", lr=0.01), OptimizerConfig(name="adam", lr=0.01)])
 def test_ngd_and_adam_are_faster_with_the_same_bias(instance, opt):
     gd = _train(instance, OptimizerConfig(name="gd", lr=0.5), 5000)
     other = _train(instance, opt, 5000)
-    assert series(other, "loss_gap")[1][-1] < series(gd, "loss_gap")[1][-1]  # spec 12.17
+    assert series(other, "loss_gap")[1][-1] < series(gd, "loss_gap")[1][-1]  # A-C17
     assert series(other, "cos_mm_corrected")[1][-1] >= 0.9
     assert series(other, "F_error_rel")[1][-1] < 0.2

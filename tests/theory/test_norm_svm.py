@@ -1,4 +1,4 @@
-"""The NTP-SVM in the linf, l1, spectral and nuclear norms (ntpbias.geometry.norm_svm, docs/optimizers.md):
+"""The NTP-SVM in the linf, l1, spectral and nuclear norms (ntpbias.geometry.margins.norm_svm, docs/optimizers.md):
 
 * the optimal value agrees (1e-6 relative) with an independent cvxpy program written in the natural form: a level
   variable c_j per context, in-support logits equal to it and out-of-support logits at most c_j - 1 (masks, no anchor
@@ -18,9 +18,9 @@ from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import ConfigError, NotSeparableError
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.norm_svm import CONIC_NORMS, norm_svm
+from ntpbias.geometry.margins.norm_svm import CONIC_NORMS, norm_svm
+from ntpbias.geometry.margins.program import ntp_svm
 from ntpbias.geometry.norms import DUAL, NORMS, dual_norm, matrix_norm, parse_norms
-from ntpbias.geometry.svm import ntp_svm
 
 DATASETS = {
     "ntp": lambda: random_ntp(m=10, d=12, V=5, support_size=2, seed=0),
@@ -78,7 +78,7 @@ def test_certificate_recomputed(norm):
     assert float(dual_norm(G, norm)) <= 1 + 1e-9  # dual feasible
     assert float(lam.sum()) == pytest.approx(value, rel=1e-7)  # weak duality tight: the lower bound meets ||W||
     assert float((G * W).sum()) == pytest.approx(value, rel=1e-7)  # Hölder tight at W
-    assert res.margin == pytest.approx(1.0, abs=1e-8)
+    assert res.min_gap == pytest.approx(1.0, abs=1e-8)
 
 
 def _face_width(data: NTPData, norm: str, value: float, C: np.ndarray) -> float:

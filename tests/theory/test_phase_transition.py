@@ -17,8 +17,8 @@ from ntpbias.data.synthetic import random_ntp
 from ntpbias.experiments import separability as sep
 from ntpbias.experiments.base import RunContext
 from ntpbias.experiments.separability import read_trials
-from ntpbias.geometry.separability import ntp_separability
-from ntpbias.geometry.subspace import subspace
+from ntpbias.geometry.linear.subspace import subspace
+from ntpbias.geometry.separability.verdict import ntp_separability
 from ntpbias.stats import cover_cdf, cover_median_ratios, dkw_bound, fraction_curve, median_ci, wilson
 
 

@@ -1,4 +1,5 @@
-"""The norm-constrained regularization path Ŵ_B = argmin_{||W|| <= B} CE(W) (spec linear_ntp.md §4, §12 B.10).
+"""The norm-constrained regularization path Ŵ_B = argmin_{||W|| <= B} CE(W) (eq. (8) and Thm 1 of paper A;
+check A-C10 of docs/paper-a-linear-ntp.md#theory-checks).
 
 Checked against an independent cvxpy model (exponential cones, Clarabel) on a small instance, against KKT
 conditions recomputed with autograd on a loss written here, and against Theorem 1's predictions (alignment with
@@ -19,13 +20,13 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry import ntp_svm
-from ntpbias.geometry.regpath import PATH_TOL, regularization_path
+from ntpbias.geometry.linear.regpath import PATH_TOL, regularization_path
 
 B_GRID = [2.0, 5.0, 10.0, 20.0]
 
 
 def own_ce(W: torch.Tensor, data: NTPData) -> torch.Tensor:
-    """CE(W) = Σ_j π_j (logsumexp(W h_j) - p_j^T W h_j), written independently of ntpbias.geometry.loss."""
+    """CE(W) = Σ_j π_j (logsumexp(W h_j) - p_j^T W h_j), written independently of ntpbias.geometry.linear.loss."""
     L = W @ data.H.T  # (V, m)
     return (data.pi * (torch.logsumexp(L, dim=0) - (data.P.T * L).sum(0))).sum()
 
@@ -76,8 +77,8 @@ def test_path_points_lie_on_the_sphere_and_satisfy_kkt(fig4_path):
 
 
 def test_path_aligns_with_W_mm_and_its_F_part_converges_to_W_star(fig4_path):
-    """Theorem 1: cos(Ŵ_B, W^mm) -> 1 and P_F(Ŵ_B) -> W* (spec §4 observed 0.51, 0.74, 0.88, 0.96 and
-    0.76, 0.48, 0.23, 0.056 on another draw of this ensemble)."""
+    """Theorem 1: cos(Ŵ_B, W^mm) -> 1 and P_F(Ŵ_B) -> W* (the independent values of A-C10, 0.51, 0.74,
+    0.88, 0.96 and 0.76, 0.48, 0.23, 0.056, came from another draw of this ensemble)."""
     data, points, W_mm = fig4_path
     Q, W_star = dense_F(data)
     cos, dist = [], []
@@ -93,8 +94,8 @@ def test_path_aligns_with_W_mm_and_its_F_part_converges_to_W_star(fig4_path):
 
 
 def test_path_beats_the_genie_point(fig4_path):
-    """Ŵ_B minimizes CE on the ball, so CE(Ŵ_B) <= CE(W* + R W^mm) with R = sqrt(B² - ||W*||²)/||W^mm|| (§4),
-    which itself is at most H + C e^{-R}, C = V e^{M ||W*||}."""
+    """Ŵ_B minimizes CE on the ball, so CE(Ŵ_B) <= CE(W* + R W^mm) with R = sqrt(B² - ||W*||²)/||W^mm|| (Sec. 4 of paper
+    A), which itself is at most H + C e^{-R}, C = V e^{M ||W*||}."""
     data, points, W_mm = fig4_path
     _, W_star = dense_F(data)
     W_star = torch.as_tensor(W_star)

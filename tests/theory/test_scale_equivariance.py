@@ -1,7 +1,7 @@
-"""Scale equivariance of the NTP geometry (docs/errors-and-limits.md#scale): with the embeddings multiplied by c,
-separability, compatibility and dim F are unchanged, W* and W^mm scale as 1/c, the maximum margin 1/||W^mm|| as c,
-every certificate holds, and a wrong answer is never certified, for c anywhere in 1e-12..1e12 (and beyond, up to
-what float64 can represent)."""
+"""Scale equivariance of the NTP geometry (docs/errors-and-limits.md#scale-the-same-answer-for-h-and-ch): with the
+embeddings multiplied by c, separability, compatibility and dim F are unchanged, W* and W^mm scale as 1/c, the maximum
+margin 1/||W^mm|| as c, every certificate holds, and a wrong answer is never certified, for c anywhere in 1e-12..1e12
+(and beyond, up to what float64 can represent)."""
 
 import math
 
@@ -15,8 +15,8 @@ from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import DataError
 from ntpbias.geometry.analysis import analyze
 from ntpbias.geometry.constraints import constraints
+from ntpbias.geometry.margins.program import KKT_TOL, MarginProgram, ntp_svm
 from ntpbias.geometry.scaling import data_scale, stable_norm
-from ntpbias.geometry.svm import KKT_TOL, MarginProgram, ntp_svm
 
 SMALL = {"solver": "clarabel", "separability_method": "lp", "subspace_method": "exact"}
 LARGE = {"solver": "dual", "separability_method": "dual", "subspace_method": "iterative"}

@@ -9,7 +9,7 @@ from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import SolverError
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.separability import CERT_TOL, ntp_separability
+from ntpbias.geometry.separability.verdict import CERT_TOL, ntp_separability
 
 
 def _check_certificate(result, data):
@@ -75,8 +75,7 @@ def test_unknown_lp_form_raises():
 @pytest.mark.parametrize("ipm_from", [0, 10**9])
 def test_interior_point_and_simplex_give_the_same_certified_verdicts(monkeypatch, ipm_from):
     """Every LP solved by HiGHS's IPM (ipm_from = 0) or by dual simplex (10**9): same verdicts as the two-LP path."""
-    from ntpbias.geometry import separability
-
+    from ntpbias.geometry.separability import verdict as separability
     monkeypatch.setattr(separability, "IPM_MIN_COLUMNS", ipm_from)
     monkeypatch.setattr(separability, "IPM_MIN_ROWS", ipm_from)
     full = random_ntp(24, 24, 6, 2, seed=7)
@@ -93,7 +92,7 @@ def test_interior_point_and_simplex_give_the_same_certified_verdicts(monkeypatch
 
 def test_large_lp_uses_interior_point_and_agrees():
     """V = 20, |S_j| = 10, m = 70: m (V - 1) rows and V d columns reach the IPM's thresholds; verdicts agree."""
-    from ntpbias.geometry.separability import IPM_MIN_COLUMNS, IPM_MIN_ROWS
+    from ntpbias.geometry.separability.verdict import IPM_MIN_COLUMNS, IPM_MIN_ROWS
 
     full = random_ntp(70, 70, 20, 10, seed=2)
     seen = set()

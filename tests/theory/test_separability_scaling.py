@@ -17,10 +17,10 @@ from ntpbias.errors import ConfigError
 from ntpbias.experiments import separability as sep
 from ntpbias.experiments.separability import group, scaling
 from ntpbias.experiments.separability.checks import study_checks, study_tables
-from ntpbias.geometry.cokernel import cokernel_lp, cokernel_nnz
 from ntpbias.geometry.constraints import constraints
-from ntpbias.geometry.separability import ntp_separability, smallest_true_from
-from ntpbias.geometry.svm import MarginProgram
+from ntpbias.geometry.margins.program import MarginProgram
+from ntpbias.geometry.separability.cokernel import cokernel_lp, cokernel_nnz
+from ntpbias.geometry.separability.verdict import ntp_separability, smallest_true_from
 from ntpbias.report.figures import save_to
 from ntpbias.report.plots import PLOTS
 from ntpbias.stats import finite_size_fit
@@ -69,8 +69,7 @@ def test_auto_form_takes_the_smaller_lp():
 
 
 def test_a_stalled_lp_attempt_falls_back_to_the_other_algorithm(monkeypatch):
-    from ntpbias.geometry import lp
-
+    from ntpbias.geometry.solvers import lp
     calls = []
     real = lp.linprog
 

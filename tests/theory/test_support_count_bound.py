@@ -9,7 +9,7 @@ import torch
 
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp, random_supports
-from ntpbias.geometry.subspace import counting_bound, dim_F, support_count_bound
+from ntpbias.geometry.linear.subspace import counting_bound, dim_F, support_count_bound
 
 
 def _naive_bound(S: np.ndarray) -> int:

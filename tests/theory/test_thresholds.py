@@ -1,4 +1,5 @@
-"""Predicted NTP-separability thresholds (geometry/thresholds.py) against identities and independent computations."""
+"""Predicted NTP-separability thresholds (ntpbias.geometry.separability.thresholds) against identities and
+independent computations."""
 
 import math
 
@@ -9,7 +10,7 @@ from scipy import integrate
 from scipy.stats import norm
 
 from ntpbias.errors import ConfigError
-from ntpbias.geometry.thresholds import (
+from ntpbias.geometry.separability.thresholds import (
     expected_ties,
     project_support_cone,
     separability_threshold,

@@ -1,7 +1,8 @@
-"""Algorithm 1 on the training engine (Trainer + NGD) against the theory of paper C and the spec's reference values.
+"""Algorithm 1 on the training engine (Trainer + NGD) against the theory of paper C and independent reference values.
 
-Reference values (Example 1, η₀ = 0.1, η = 0.025; |V| = 20 exact stage 1) come from the spec's independent prototype
-(transformer_ntp.md §2.8, §3.3, §5 checks 11-21); bounds come from ``ntpbias.geometry.transformer``.
+Reference values (Example 1, η₀ = 0.1, η = 0.025; |V| = 20 exact stage 1) come from an independent prototype written
+before ntpbias (docs/paper-c-transformer.md#theory-checks, C-C4 to C-C8); bounds come from
+``ntpbias.geometry.transformer.bounds``.
 """
 
 import math
@@ -13,7 +14,8 @@ import torch
 from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import example1, example2_inputs
 from ntpbias.experiments import transformer as ex
-from ntpbias.geometry import transformer as th
+from ntpbias.geometry.transformer import bounds as tb
+from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
 from ntpbias.training.loop import TrainConfig
 from ntpbias.training.transformer import Stage2Problem, TransformerTask, paper_step_sizes, train_two_stage
@@ -39,8 +41,8 @@ def random_run():
 
 
 def test_example1_reference_values(example1_run):
-    """Spec check 18: cos(W_kq^(t), W_kq*) = 0.96476, 0.98600, 0.99540, 0.99826, 0.99903, 0.99952 at t = 1, 10, 100,
-    300, 600, 900 and ||W_kq^(900)|| = 22.483; W_kq^(900)'s column P = (0, 0, 7.518, -7.518) (§2.8)."""
+    """C-C6: cos(W_kq^(t), W_kq*) = 0.96476, 0.98600, 0.99540, 0.99826, 0.99903, 0.99952 at t = 1, 10, 100,
+    300, 600, 900 and ||W_kq^(900)|| = 22.483; W_kq^(900)'s column P = (0, 0, 7.518, -7.518) (independent prototype)."""
     task, res = example1_run
     steps, cos = series(res.stage2, "cos_kq")
     for t, value in ex.EXAMPLE1_COS.items():
@@ -53,8 +55,9 @@ def test_example1_reference_values(example1_run):
 
 @pytest.mark.parametrize("which", ["example1_run", "random_run"])
 def test_stage1_exact_dynamics(which, request):
-    """Spec §3.3 / check 11: cos = 1, ||W_ov^(t)|| = t η₀, L_0 = |V| log(1 + (|V|-1) e^{-tη₀/√(|V|-1)}), and equal
-    wrong-token logits (Lemma 3) at every t; at |V| = 20: L_0(W^(900)) = 0.0370843, margin 9.233805."""
+    """C-C4 (docs/paper-c-transformer.md#objects, object 4): cos = 1, ||W_ov^(t)|| = t η₀,
+    L_0 = |V| log(1 + (|V|-1) e^{-tη₀/√(|V|-1)}), and equal wrong-token logits (Lemma 3) at every t; at |V| = 20 the
+    closed form gives L_0(W^(900)) = 0.0370843 and margin 9.233805."""
     task, res = request.getfixturevalue(which)
     h = res.stage1
     eta0 = 0.1 if which == "example1_run" else paper_step_sizes(20)[0]
@@ -79,17 +82,17 @@ def test_norm_growth_bounds(which, request):
     task, res = request.getfixturevalue(which)
     eta0, eta = (0.1, 0.025) if which == "example1_run" else paper_step_sizes(20)
     steps, norm = series(res.stage1, "norm_ov")
-    lo, hi = th.ngd_norm_bounds(steps[steps >= 2], eta0, task.W_ov_star.norm)
+    lo, hi = tb.ngd_norm_bounds(steps[steps >= 2], eta0, task.W_ov_star.norm)
     assert (lo <= norm[steps >= 2] + 1e-12).all() and (norm[steps >= 2] <= hi + 1e-12).all()
     steps, norm = series(res.stage2, "norm_kq")
     for L_max in (task.samples.L_max, 1):
-        lo, hi = th.ngd_norm_bounds(steps, eta, task.W_kq_star.norm, L_max=L_max)
+        lo, hi = tb.ngd_norm_bounds(steps, eta, task.W_kq_star.norm, L_max=L_max)
         assert (lo <= norm + 1e-12).all() and (norm <= hi + 1e-12).all()
 
 
 @pytest.mark.parametrize("which", ["example1_run", "random_run"])
 def test_loss_monotone_above_its_floor(which, request):
-    """Spec check 17: both stages decrease their loss at every step; L(θ^(t)) > L* throughout."""
+    """C-C5: both stages decrease their loss at every step; L(θ^(t)) > L* throughout."""
     _, res = request.getfixturevalue(which)
     assert max(res.stage1.max_loss_increase) < 0 and max(res.stage2.max_loss_increase) < 0
     assert (series(res.stage2, "loss_excess")[1] > 0).all()
@@ -97,7 +100,7 @@ def test_loss_monotone_above_its_floor(which, request):
 
 
 def test_random_dataset_direction_rate_and_lemmas(random_run):
-    """Spec checks 14-18 at |V| = 20: cos(900) >= 0.95 and > cos(100); log(L - L*) linear on [600, 900];
+    """C-C5, C-C6 at |V| = 20: cos(900) >= 0.95 and > cos(100); log(L - L*) linear on [600, 900];
     min φ_+ non-decreasing and above Theorem 2's bound; Lemma 6's alignment bound at every step."""
     task, res = random_run
     h = res.stage2
@@ -110,9 +113,9 @@ def test_random_dataset_direction_rate_and_lemmas(random_run):
     assert slope < 0 and 1 - resid.var() / np.log(excess[late]).var() > 0.95
     phi = series(h, "attn_opt_min")[1]
     assert (np.diff(phi) >= -1e-12).all() and phi.min() >= 1 / task.samples.L_max - 1e-15
-    _, C1 = th.thm2_constants(*paper_step_sizes(20), task.W_ov_star.norm, task.W_kq_star.norm, task.samples.L_max)
-    assert (phi >= th.thm2_attention_lower(steps, C1, task.samples.L_max) - 1e-12).all()
-    assert (series(h, "cos_grad_kq_star")[1] <= th.lemma6_direction_upper(phi, task.W_kq_star.norm) + 1e-12).all()
+    _, C1 = tb.thm2_constants(*paper_step_sizes(20), task.W_ov_star.norm, task.W_kq_star.norm, task.samples.L_max)
+    assert (phi >= tb.thm2_attention_lower(steps, C1, task.samples.L_max) - 1e-12).all()
+    assert (series(h, "cos_grad_kq_star")[1] <= tb.lemma6_direction_upper(phi, task.W_kq_star.norm) + 1e-12).all()
     assert series(h, "accuracy")[1][-1] == pytest.approx(1.0, abs=1e-12)
 
 
@@ -143,8 +146,8 @@ def test_lemma5_per_sample_on_the_engine(monkeypatch):
 
 
 def test_example2_predictions(example1_run):
-    """Spec check 20: SP -> V, OSP -> P, VP -> O (not P), each with probability > 0.99; attention on S in SP =
-    0.99946 (spec §2.8)."""
+    """C-C7 (Example 2, Sec. 6 of paper C): SP -> V, OSP -> P, VP -> O (not P), each with probability > 0.99;
+    attention on S in SP = 0.99946 (independent prototype)."""
     task, res = example1_run
     ex2 = example2_inputs()
     probs = forward_reparam(res.W_ov[0], res.W_kq[0], TransformerInputs.from_samples(ex2, task.E))
@@ -158,8 +161,8 @@ def test_example2_predictions(example1_run):
 @pytest.mark.parametrize("make", [lambda: generate_sentences(12, L_max=6, seed=3),
                                   lambda: generate_samples(10, seed=4)], ids=["sentences", "samples"])
 def test_theorem3_generalization_on_random_data(make):
-    """Spec check 21: unseen inputs [x_0, non-optimal tokens, q] predict n(x_0) and [u, x_0, q] predict n(u);
-    after training the scores rank optimal > non-comparable > non-optimal under every query."""
+    """C-C8 (Theorem 3 of paper C): unseen inputs [x_0, non-optimal tokens, q] predict n(x_0) and [u, x_0, q] predict
+    n(u); after training the scores rank optimal > non-comparable > non-optimal under every query."""
     task = TransformerTask.build(make(), token_embeddings(make().V))
     eta0, eta = paper_step_sizes(task.d)
     res = train_two_stage(task, eta0=eta0, eta=eta, stage1=TrainConfig(steps=900, log_points=0),
@@ -173,7 +176,7 @@ def test_theorem3_generalization_on_random_data(make):
 
 
 def test_orthonormal_embeddings_give_the_one_hot_curves():
-    """Spec check 10 on the engine: a random orthogonal E gives the same loss and cosine curves (1e-10)."""
+    """C-C3 on the engine (rotation invariance): a random orthogonal E gives the same loss and cosine curves (1e-10)."""
     curves = []
     for E in (token_embeddings(4), token_embeddings(4, kind="orthonormal", seed=9)):
         task = TransformerTask.build(example1(), E)
@@ -184,8 +187,8 @@ def test_orthonormal_embeddings_give_the_one_hot_curves():
 
 
 def test_unit_norm_embeddings_break_exact_stage1_alignment():
-    """Spec A2 / §4.4: with non-orthonormal (unit-norm) embeddings stage 1 is no longer aligned from t = 1, but
-    still moves toward W_ov* (the full QP)."""
+    """Decision C-D2 (the `unit` ablation): with non-orthonormal (unit-norm) embeddings stage 1 is no longer aligned
+    from t = 1, but still moves toward W_ov* (the full QP)."""
     ds = generate_sentences(20, seed=0)
     task = TransformerTask.build(ds, token_embeddings(20, kind="unit", seed=0))
     cfg = TrainConfig(steps=900, log_points=0, log_every=1)

@@ -1,7 +1,9 @@
-"""Theory of paper C (spec §3, checks 8-18, 20): max-margin solutions, Proposition 2, exact stage 1, bounds.
+"""Theory of paper C: max-margin solutions, Proposition 2, exact stage 1, bounds (C-C3 to C-C7 of
+docs/paper-c-transformer.md#theory-checks).
 
 Stage 1 and stage 2 of Algorithm 1 are run here as plain normalized-GD loops over the model's closed-form
-gradients (the training engine integration comes later); reference values are the spec's prototype numbers.
+gradients (the training engine integration comes later); reference values come from an
+independent prototype (C-C6) or are derived in the test's docstring.
 """
 
 import itertools
@@ -21,7 +23,8 @@ from ntpbias.data.sentences import (
 )
 from ntpbias.data.structure import NON_COMPARABLE, NON_OPTIMAL, OPTIMAL, analyze_structure
 from ntpbias.errors import DataError
-from ntpbias.geometry import transformer as th
+from ntpbias.geometry.transformer import bounds as tb
+from ntpbias.geometry.transformer import optimum as th
 from ntpbias.models.transformer import (
     TransformerInputs,
     forward_reparam,
@@ -64,11 +67,11 @@ def _stage2(W_ov, inputs, eta, T, *, on_step=None):
 # ---------------------------------------------------------------------------------------------- W_ov*
 @pytest.mark.parametrize("V,kind,d", [(20, "onehot", 20), (4, "onehot", 4), (6, "orthonormal", 9)])
 def test_wov_star_qp_equals_closed_form(V, kind, d):
-    """Spec check 8: QP == e_{n(x)} - 1/|V| (1e-6) and ||W_ov*|| = sqrt(|V| - 1)."""
+    """C-C3 (docs/paper-c-transformer.md#objects, object 1): QP == e_{n(x)} - 1/|V| (1e-6), ||W_ov*|| = √(|V| - 1)."""
     n = torch.roll(torch.arange(V), 1)
     E = token_embeddings(V, kind=kind, d=d, seed=0)
     res = th.wov_star(n, E)
-    assert res.certified and res.kkt.worst < 1e-8
+    assert res.certified and res.certificate.worst < 1e-8
     assert float((res.W - th.wov_star_closed_form(n, E)).abs().max()) < 1e-6
     assert res.norm == pytest.approx(math.sqrt(V - 1), rel=1e-9, abs=0)
 
@@ -85,11 +88,11 @@ def test_wov_star_on_a_partial_collocation():
 
 # ---------------------------------------------------------------------------------------------- W_kq*
 def test_wkq_star_example1_reference():
-    """Spec §2.7 / check 9: the token-basis W_kq* of Example 1 and ||W_kq*||^2 = 13/6; equals Proposition 2."""
+    """C-C3: the token-basis W_kq* of Example 1 (Sec. 4.1 of paper C) and ||W_kq*||^2 = 13/6; equals Proposition 2."""
     st = analyze_structure(example1())
     E = token_embeddings(4)
     res = th.wkq_star(st, E)
-    assert res.certified and res.kkt.worst < 1e-8
+    assert res.certified and res.certificate.worst < 1e-8
     expected = torch.tensor([[1 / 2, 0, 0, -1 / 2], [-1 / 2, 1 / 2, 0, 0], [-1 / 3, -1 / 3, 2 / 3, 0],
                              [0, 0, 1 / 2, -1 / 2]], dtype=F64).T  # rows above are columns S, V, O, P
     assert torch.allclose(res.W, expected, atol=1e-9)
@@ -99,7 +102,8 @@ def test_wkq_star_example1_reference():
 
 
 def test_prop2_counterexample():
-    """Spec §3.7: QP column q = (2/3, -1/3, -1/3, 1/2, -1/2), Prop. 2 = (3/5, -2/5, -2/5, 3/5, -2/5); 7/6 vs 6/5."""
+    """Erratum C-E1 (docs/paper-c-transformer.md#errata): QP column q = (2/3, -1/3, -1/3, 1/2, -1/2), Prop. 2 =
+    (3/5, -2/5, -2/5, 3/5, -2/5); 7/6 vs 6/5."""
     st = analyze_structure(prop2_counterexample())
     E = token_embeddings(5)
     res = th.wkq_star(st, E)
@@ -119,7 +123,7 @@ def test_prop2_counterexample():
 
 
 def _columnwise_slsqp(st):
-    """Independent solve (spec §3.2): per query, min ||w||^2 s.t. w_u - w_v >= 1 for each u >_q v, by SLSQP."""
+    """Independent solve of eq. (3) of paper C by SLSQP: per query, min ||w||^2 s.t. w_u - w_v >= 1 for u >_q v."""
     V = st.samples.V
     A = np.zeros((V, V))
     rel = st.relations.numpy()
@@ -143,7 +147,7 @@ def test_wkq_star_qp_against_independent_columnwise_solve(make, seed):
     st = analyze_structure(make(seed))
     E = token_embeddings(st.samples.V)
     res = th.wkq_star(st, E)
-    assert res.certified and res.kkt.worst < 1e-8
+    assert res.certified and res.certificate.worst < 1e-8
     assert float((res.W - _columnwise_slsqp(st)).abs().max()) < 1e-6
 
 
@@ -160,7 +164,7 @@ def _hall(st, q):
 
 
 def test_prop2_holds_exactly_where_the_condition_holds():
-    """Spec check 9: on random "samples" data, closed form == QP iff the Hall condition holds (it fails somewhere)."""
+    """C-C3: on random "samples" data, closed form == QP iff the Hall condition holds (it fails somewhere)."""
     failing = 0
     for seed in range(12):
         st = analyze_structure(generate_samples(12, seed=seed))
@@ -176,7 +180,7 @@ def test_prop2_holds_exactly_where_the_condition_holds():
 
 
 def test_rotation_invariance_and_general_embeddings():
-    """Spec check 10: with orthonormal E, W_kq* = E A* E^T and W_ov* = B* E^T; non-orthonormal E via the left factor."""
+    """C-C3: with orthonormal E, W_kq* = E A* E^T and W_ov* = B* E^T; non-orthonormal E via the left factor."""
     st = analyze_structure(example1())
     A = th.wkq_star(st, token_embeddings(4)).W
     E = token_embeddings(4, kind="orthonormal", d=6, seed=7)
@@ -206,8 +210,8 @@ def test_wkq_star_without_relations_is_an_error():
 @pytest.mark.parametrize("V,eta0,kind", [(20, 0.2 / math.sqrt(20), "onehot"), (4, 0.1, "onehot"),
                                          (7, 0.3, "orthonormal")])
 def test_stage1_exact_dynamics(V, eta0, kind):
-    """Spec check 11 (and §3.3): NGD from 0 equals t η₀ W*/||W*|| exactly; Example 1 at η₀ = 0.1 (margin ~52)
-    would fail with an unstable cross-entropy."""
+    """C-C4 (object 4 of docs/paper-c-transformer.md#objects): NGD from 0 equals t η₀ W*/||W*|| exactly; Example 1 at η₀
+    = 0.1 (margin ~52) would fail with an unstable cross-entropy."""
     n = torch.roll(torch.arange(V), -1)
     E = token_embeddings(V, kind=kind, d=V + 2 if kind == "orthonormal" else V, seed=1)
     W_star = th.wov_star_closed_form(n, E)
@@ -232,19 +236,19 @@ def test_stage1_exact_dynamics(V, eta0, kind):
     assert torch.allclose(margin, torch.full((V,), exact.margin[-1], dtype=F64), rtol=1e-10)
     # Proposition 1 (t >= 2): norm bounds, cosine bound (both constants), loss bounds (both rates)
     norm_star = float(torch.linalg.vector_norm(W_star))
-    lo, hi = th.ngd_norm_bounds(t[1:], eta0, norm_star)
+    lo, hi = tb.ngd_norm_bounds(t[1:], eta0, norm_star)
     norms = exact.norm[1:]
     assert (lo <= norms + 1e-12).all() and (norms <= hi + 1e-12).all()
     for c in (5.0, 12.0):
-        assert (th.prop1_cos_lower(t[1:], eta0, norm_star, V, constant=c) <= 1.0).all()
-    assert (exact.loss_L0[1:] <= th.prop1_loss_upper(t[1:], eta0, norm_star, V) * (1 + 1e-12)).all()
-    stated = th.prop1_loss_upper(t, eta0, norm_star, V, rate="stated")
-    assert (th.prop1_loss_upper(t, eta0, norm_star, V) <= stated).all()
-    assert (exact.margin[1:] >= th.corollary1_delta(t[1:], eta0, norm_star)).all()
+        assert (tb.prop1_cos_lower(t[1:], eta0, norm_star, V, constant=c) <= 1.0).all()
+    assert (exact.loss_L0[1:] <= tb.prop1_loss_upper(t[1:], eta0, norm_star, V) * (1 + 1e-12)).all()
+    stated = tb.prop1_loss_upper(t, eta0, norm_star, V, rate="stated")
+    assert (tb.prop1_loss_upper(t, eta0, norm_star, V) <= stated).all()
+    assert (exact.margin[1:] >= tb.corollary1_delta(t[1:], eta0, norm_star)).all()
 
 
 def test_stage1_reference_numbers():
-    """Spec §3.3: |V| = 20, η₀ = 0.2/sqrt(20), T = 900; Example 1 at η₀ = 0.1."""
+    """C-C4, object 4's closed form: |V| = 20, η₀ = 0.2/sqrt(20), T = 900; Example 1 at η₀ = 0.1."""
     eta0 = 0.2 / math.sqrt(20)
     s = th.stage1_exact([0, 900], eta0=eta0, V=20)
     assert s.norm[1] == pytest.approx(40.2492, abs=1e-4) and s.margin[1] == pytest.approx(9.233805, abs=1e-6)
@@ -261,22 +265,22 @@ def test_stage1_reference_numbers():
 
 
 def test_bound_constants_reference_values():
-    """Spec §3.4-3.6: Prop. 1's cosine bound is vacuous at |V| = 20 (-618 with 12, -257 with 5); Lemma 7's t_0 = 2080
-    and C_1 t ≈ 0.87 at t = 900 on Example 1."""
+    """Prop. 1, Lemma 7 and Theorem 2 of paper C (C-E2, C-D5): Prop. 1's cosine bound is vacuous at |V| = 20 (-618 with
+    12, -257 with 5); Lemma 7's t_0 = 2080 and C_1 t ≈ 0.87 at t = 900 on Example 1."""
     eta0 = 0.2 / math.sqrt(20)
-    assert th.prop1_cos_lower(900, eta0, math.sqrt(19), 20) == pytest.approx(-618.6, abs=1)
-    assert th.prop1_cos_lower(900, eta0, math.sqrt(19), 20, constant=5) == pytest.approx(-257.2, abs=1)
+    assert tb.prop1_cos_lower(900, eta0, math.sqrt(19), 20) == pytest.approx(-618.6, abs=1)
+    assert tb.prop1_cos_lower(900, eta0, math.sqrt(19), 20, constant=5) == pytest.approx(-257.2, abs=1)
     norm_kq = math.sqrt(13 / 6)
-    assert th.lemma7_t0(0.025, 3, norm_kq) == 2080
-    C0, C1 = th.thm2_constants(0.1, 0.025, math.sqrt(3), norm_kq, 3)
+    assert tb.lemma7_t0(0.025, 3, norm_kq) == 2080
+    C0, C1 = tb.thm2_constants(0.1, 0.025, math.sqrt(3), norm_kq, 3)
     assert C0 == pytest.approx(0.1 / 12, rel=1e-12, abs=0) and 900 * C1 == pytest.approx(0.87, abs=0.01)
-    assert th.thm2_attention_lower(0, C1, 3) == pytest.approx(1 / 4, rel=1e-12, abs=0)
+    assert tb.thm2_attention_lower(0, C1, 3) == pytest.approx(1 / 4, rel=1e-12, abs=0)
     at_zero = 4 * math.exp(-900 * C0 * (1 - 2 * 3 / (3 + 1)))  # eq. (4) at t = 0: above the initial loss
-    assert th.thm2_loss_upper(0, 900, C0, C1, 3, 4) == pytest.approx(at_zero, rel=1e-12, abs=0)
-    assert th.footnote3_min_loss(900, C0, 4) == pytest.approx(4 * math.exp(-900 * C0), rel=1e-12, abs=0)
-    assert th.thm1_step_ok(0.025, norm_kq) and not th.thm1_step_ok(1.0, norm_kq)
-    assert not bool(th.thm2_condition(900, 0.025, 9, 3, norm_kq))  # the theorem's regime starts much later
-    assert not bool(th.corollary1_condition(900, 0.1, math.sqrt(3), 4))
+    assert tb.thm2_loss_upper(0, 900, C0, C1, 3, 4) == pytest.approx(at_zero, rel=1e-12, abs=0)
+    assert tb.footnote3_min_loss(900, C0, 4) == pytest.approx(4 * math.exp(-900 * C0), rel=1e-12, abs=0)
+    assert tb.thm1_step_ok(0.025, norm_kq) and not tb.thm1_step_ok(1.0, norm_kq)
+    assert not bool(tb.thm2_condition(900, 0.025, 9, 3, norm_kq))  # the theorem's regime starts much later
+    assert not bool(tb.corollary1_condition(900, 0.1, math.sqrt(3), 4))
 
 
 # ---------------------------------------------------------------------------------------------- stage 2
@@ -289,14 +293,14 @@ def _train_example1(E, T=900):
 
 
 def test_stage2_example1_reference_and_lemmas():
-    """Spec checks 13-18, 20 on Example 1 (η₀ = 0.1, η = 0.025, 900 + 900 steps)."""
+    """C-C5 to C-C7 on Example 1 (η₀ = 0.1, η = 0.025, 900 + 900 steps)."""
     E = token_embeddings(4)
     ds, st, W_ov, inputs = _train_example1(E)
     star = th.wkq_star(st, E)
     W_star, norm_star = star.W, star.norm
     eta, T = 0.025, 900
     L_max, N = ds.L_max, ds.N
-    _, C1 = th.thm2_constants(0.1, eta, math.sqrt(3), norm_star, L_max)
+    _, C1 = tb.thm2_constants(0.1, eta, math.sqrt(3), norm_star, L_max)
     opt = st.optimal
     classes_T = st.classes.T  # [token, query], matches A[key, query]
     record = {"cos": {}, "loss": [], "phi_plus": [], "A": []}
@@ -310,7 +314,7 @@ def test_stage2_example1_reference_and_lemmas():
         record["A"].append(A)
         if t >= 1:
             record["cos"][t] = _cos(W, W_star)
-            lo, hi = th.ngd_norm_bounds(t, eta, norm_star, L_max=L_max)
+            lo, hi = tb.ngd_norm_bounds(t, eta, norm_star, L_max=L_max)
             norm = float(torch.linalg.vector_norm(W))
             assert lo - 1e-12 <= norm <= hi + 1e-12  # Lemma 6 version (asserted)
         # Lemma 5: every optimal weight >= every non-optimal weight and >= 1/L^(n)
@@ -318,9 +322,9 @@ def test_stage2_example1_reference_and_lemmas():
         small = phi.masked_fill(opt | ~ds.mask, -math.inf).amax(1)
         assert bool((big >= small - 1e-15).all()) and bool((big >= 1 / ds.lengths.to(F64) - 1e-15).all())
         # Lemma 6: <G/||G||, W*/||W*||> <= -min φ_+/(2||W*||)
-        assert _cos(G, W_star) <= th.lemma6_direction_upper(float(phi_plus.min()), norm_star) + 1e-12
+        assert _cos(G, W_star) <= tb.lemma6_direction_upper(float(phi_plus.min()), norm_star) + 1e-12
         # Theorem 2's attention bound
-        assert float(phi_plus.min()) >= th.thm2_attention_lower(t, C1, L_max) - 1e-12
+        assert float(phi_plus.min()) >= tb.thm2_attention_lower(t, C1, L_max) - 1e-12
         # token basis: non-comparable entries exactly 0, column sums 0
         assert float(A[classes_T == NON_COMPARABLE].abs().max()) == 0.0
         assert float(A.sum(0).abs().max()) < 1e-12
@@ -341,7 +345,7 @@ def test_stage2_example1_reference_and_lemmas():
     L_star = th.stage2_loss_infimum(th.stage1_exact(900, eta0=0.1, V=4).margin, 4)
     assert (loss > L_star).all() and (np.diff(loss) <= 0).all()
     assert loss[900] == pytest.approx(L_star, rel=1e-3, abs=0)
-    assert (th.thm1_cos_lower(np.arange(2, 901), eta, N, L_max, norm_star) <= 1).all()  # vacuous here, reported
+    assert (tb.thm1_cos_lower(np.arange(2, 901), eta, N, L_max, norm_star) <= 1).all()  # vacuous here, reported
     # Example 2 (check 20): SP -> V, OSP -> P, VP -> O with probability > 0.99
     ex2 = example2_inputs()
     probs = forward_reparam(W_ov, W, TransformerInputs.from_samples(ex2, E))
@@ -351,7 +355,7 @@ def test_stage2_example1_reference_and_lemmas():
 
 
 def test_stage2_rotation_invariance():
-    """Spec check 10: a random orthogonal E gives the same loss and cosine curves (1e-10)."""
+    """C-C3: a random orthogonal E gives the same loss and cosine curves (1e-10)."""
     curves = []
     for E in (token_embeddings(4), token_embeddings(4, kind="orthonormal", seed=5)):
         ds, st, W_ov, inputs = _train_example1(E, T=300)
@@ -367,7 +371,7 @@ def test_stage2_rotation_invariance():
 
 
 def test_stage2_counterexample_converges_to_the_qp_not_prop2():
-    """Spec check 18: cos to the QP > cos to Prop. 2 at t = 1000, and cos to the QP > 0.998."""
+    """C-C6, C-E1: cos to the QP > cos to Prop. 2 at t = 1000, and cos to the QP > 0.998."""
     ds = prop2_counterexample()
     st = analyze_structure(ds)
     E = token_embeddings(5)
@@ -380,7 +384,7 @@ def test_stage2_counterexample_converges_to_the_qp_not_prop2():
 
 
 def test_stage2_random_dataset_direction_and_linear_rate():
-    """Spec checks 17-18 on a |V| = 20 "sentences" dataset: cos(900) >= 0.95 and > cos(100); log(L - L*) linear late."""
+    """C-C5, C-C6 on a |V| = 20 "sentences" dataset: cos(900) >= 0.95 and > cos(100); log(L - L*) linear late."""
     ds = generate_sentences(20, L_max=8, seed=0)
     st = analyze_structure(ds)
     E = token_embeddings(20)
@@ -400,19 +404,19 @@ def test_stage2_random_dataset_direction_and_linear_rate():
 
 @pytest.mark.slow
 def test_lemma7_on_a_long_example1_run():
-    """Spec check 19: Lemma 7's inequality for t >= t_0 = 2080 on Example 1 (t < 6000)."""
+    """C-C5: Lemma 7's inequality for t >= t_0 = 2080 on Example 1 (t < 6000)."""
     E = token_embeddings(4)
     ds, st, W_ov, inputs = _train_example1(E)
     star = th.wkq_star(st, E)
     eta = 0.025
-    t0 = th.lemma7_t0(eta, ds.L_max, star.norm)
+    t0 = tb.lemma7_t0(eta, ds.L_max, star.norm)
     assert t0 == 2080
     checked = []
 
     def on_step(t, W, out, G):
         if t >= t0:
             norm = float(torch.linalg.vector_norm(W))
-            alpha = th.lemma7_alpha(norm, ds.N, ds.L_max, star.norm)
+            alpha = tb.lemma7_alpha(norm, ds.N, ds.L_max, star.norm)
             lhs = float((G * W).sum())
             rhs = (1 + alpha) * float((G * star.W).sum()) * norm / star.norm
             assert lhs >= rhs - 1e-12 * abs(rhs)

@@ -14,7 +14,8 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.planted import planted_supports
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.logit_svm import (
+from ntpbias.geometry.linear.loss import cross_entropy, cross_entropy_grad, logit_cross_entropy_grad
+from ntpbias.geometry.ufm.logit_svm import (
     certify,
     nuclear_svm,
     project_constraints,
@@ -22,8 +23,7 @@ from ntpbias.geometry.logit_svm import (
     svm_vs_centred_support,
     ufm_summary,
 )
-from ntpbias.geometry.loss import cross_entropy, cross_entropy_grad, logit_cross_entropy_grad
-from ntpbias.geometry.ufm import (
+from ntpbias.geometry.ufm.logits import (
     balanced_factors,
     centred_support,
     collapse,
@@ -179,10 +179,10 @@ def reference_dual(data: NTPData) -> float:
 def test_nuclear_svm_agrees_with_an_independent_sdp(name, solver):
     data = DATASETS[name]
     result = nuclear_svm(data, solver)
-    assert result.status == "optimal" and result.certified and result.gap_rel <= 1e-8
+    assert result.status == "optimal" and result.certified and result.certificate.duality_gap <= 1e-8
     value, L_ref = reference_svm(data)
-    assert result.value == pytest.approx(value, rel=1e-6)
-    assert result.value == pytest.approx(reference_dual(data), rel=1e-6)
+    assert result.norm == pytest.approx(value, rel=1e-6)
+    assert result.norm == pytest.approx(reference_dual(data), rel=1e-6)
     assert result.min_gap == pytest.approx(1.0, abs=1e-7)
     # the certificate, recomputed here from (L, Λ) alone
     S = data.support.T
@@ -190,8 +190,8 @@ def test_nuclear_svm_agrees_with_an_independent_sdp(name, solver):
     assert float(torch.linalg.matrix_norm(Lam, ord=2)) <= 1 + 1e-12
     assert float(Lam.sum(0).abs().max()) <= 1e-12 and float(Lam[~S].max()) <= 0
     dual = float(-Lam[~S].sum())
-    assert dual <= result.value + 1e-9 and (result.value - dual) / result.value <= 1e-8
-    assert float(torch.linalg.svdvals(L).sum()) == pytest.approx(result.value, rel=1e-12)
+    assert dual <= result.norm + 1e-9 and (result.norm - dual) / result.norm <= 1e-8
+    assert float(torch.linalg.svdvals(L).sum()) == pytest.approx(result.norm, rel=1e-12)
     ties = torch.where(S, L, torch.nan)
     assert float((ties.nan_to_num(0) - torch.nanmean(ties, 0) * S).abs().max()) <= 1e-9  # in-support logits tied
 
@@ -200,7 +200,8 @@ def test_certify_rejects_a_wrong_candidate():
     data = DATASETS["overlap"]
     St = centred_support(data)
     bad = certify(St, support_svd(data).polar, data, solver="test", seconds=0.0)
-    assert bad.status == "inaccurate" and bad.gap_rel > 1e-3 and bad.dual_violation > 0  # S̃ is not optimal here
+    c = bad.certificate  # S̃ is not optimal here: its polar factor violates the dual's sign or norm constraints
+    assert bad.status == "inaccurate" and c.duality_gap > 1e-3 and max(c.dual_violation, c.dual_norm_violation) > 0
 
 
 def test_centred_support_solves_the_svm_exactly_when_its_polar_factor_allows_it():
@@ -210,9 +211,9 @@ def test_centred_support_solves_the_svm_exactly_when_its_polar_factor_allows_it(
         result = nuclear_svm(data, "admm")
         if s.svm_is_centred_support:
             assert svm_vs_centred_support(result, data) <= 1e-9, name
-            assert result.value == pytest.approx(float(s.sigma.sum()), rel=1e-12)
+            assert result.norm == pytest.approx(float(s.sigma.sum()), rel=1e-12)
         else:
-            assert result.value < float(s.sigma.sum()) * (1 - 1e-6), name
+            assert result.norm < float(s.sigma.sum()) * (1 - 1e-6), name
     assert support_svd(DATASETS["planted"]).svm_is_centred_support
     assert not support_svd(DATASETS["overlap"]).svm_is_centred_support
 
@@ -254,7 +255,7 @@ def test_ufm_summary_record():
 def test_full_support_everywhere_is_degenerate():
     data = NTPData.from_arrays(torch.eye(2), [[0.5, 0.5], [0.3, 0.7]])
     r = nuclear_svm(data)
-    assert r.status == "degenerate" and r.value == 0.0
+    assert r.status == "degenerate" and r.norm == 0.0
 
 
 # ============================================================================ U-1: variational form, certificates

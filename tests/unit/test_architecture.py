@@ -1,4 +1,5 @@
-"""The import contract: layers import only downward, and no two modules import each other (directly or in a cycle).
+"""The import contract: layers import only downward, and no two modules import each other (directly or in a cycle);
+within a package, no two of its parts (modules or subpackages) do either, and geometry's parts keep their floors.
 
 The layers, bottom to top, are the README's Development section. Every ``import`` statement counts, at module level or
 inside a function.
@@ -27,6 +28,15 @@ LAYERS = [
     ("cli", {"cli", "__main__"}),
 ]
 LAYER_OF = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
+#: geometry's floors, bottom to top (the README's Development section): a part imports only its floor and those below
+GEOMETRY_LAYERS = [
+    ("foundations", {"constraints", "norms", "scaling"}),
+    ("solver machinery", {"solvers"}),
+    ("paper A's objects, the max-margin programs", {"linear", "margins"}),
+    ("separability, each paper's objects", {"separability", "attention", "transformer", "ufm"}),
+    ("everything for one dataset", {"analysis"}),
+]
+GEOMETRY_LAYER_OF = {name: i for i, (_, names) in enumerate(GEOMETRY_LAYERS) for name in names}
 
 
 def _module_name(path: Path) -> str:
@@ -83,6 +93,11 @@ def test_no_upward_imports():
 def test_no_import_cycles():
     graph = _graph()
     graph["ntpbias"] = set()  # the package root only re-exports, lazily (see its module docstring)
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 
@@ -100,7 +115,39 @@ def test_no_import_cycles():
     for node in sorted(graph):
         if node not in state:
             visit(node, [])
-    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    return cycles
+
+
+def _part_of(package: str, module: str) -> str | None:
+    """The module or subpackage of ``package`` that holds ``module`` (None outside it, or for its ``__init__``)."""
+    parts = module.split(".")
+    depth = package.count(".") + 1
+    return ".".join(parts[:depth + 1]) if module.startswith(package + ".") and len(parts) > depth else None
+
+
+def test_no_cycles_between_sibling_packages():
+    """Within every package, its modules and subpackages (each with everything inside it) import each other without a
+    cycle: ``geometry.margins`` may use ``geometry.solvers`` or the reverse, never both."""
+    graph = _graph()
+    packages = {m for m, path in _modules().items() if path.name == "__init__.py"}
+    found = []
+    for package in sorted(packages):
+        siblings: dict[str, set[str]] = {}
+        for m, targets in graph.items():
+            a = _part_of(package, m)
+            if a is not None:
+                siblings.setdefault(a, set()).update(b for t in targets if (b := _part_of(package, t)) not in (None, a))
+        found += _cycles(siblings)
+    assert not found, "cycles between the parts of a package:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_geometry_parts_import_only_downward():
+    parts = {m: m.split(".")[2] for m in _modules() if m.startswith("ntpbias.geometry.")}
+    unplaced = sorted({p for p in parts.values() if p not in GEOMETRY_LAYER_OF})
+    assert not unplaced, f"add these parts of geometry to GEOMETRY_LAYERS (and the README): {unplaced}"
+    upward = sorted(f"{m} -> {t}" for m, targets in _graph().items() if m in parts for t in targets
+                    if t in parts and GEOMETRY_LAYER_OF[parts[t]] > GEOMETRY_LAYER_OF[parts[m]])
+    assert not upward, "geometry imports that point up its floors:\n" + "\n".join(upward)
 
 
 @pytest.mark.parametrize("module", sorted(_modules()))

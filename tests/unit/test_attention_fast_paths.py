@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ntpbias.data.tokens import TokenSequences
-from ntpbias.geometry.attention import loss_and_gradients
+from ntpbias.geometry.attention.stage_one import loss_and_gradients
 from ntpbias.models.attention import OneLayerAttention, logistic_loss, one_layer_loss_and_grads, theory_init
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer, length_groups
 from ntpbias.training.loop import TrainConfig, Trainer

@@ -1,5 +1,5 @@
 """Models (1) and (17): forward against naive per-sequence loops, padding invariance, closed-form gradients
-against autograd (spec N0), loss, parameters."""
+against autograd (B-C1 of docs/paper-b-attention.md#theory-checks), loss, parameters."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import torch
 
 from ntpbias.data.tokens import TokenSequences
 from ntpbias.errors import DataError
-from ntpbias.geometry.attention import loss_and_grad_p, loss_and_gradients, readout, theory_init
+from ntpbias.geometry.attention.stage_one import loss_and_grad_p, loss_and_gradients, readout, theory_init
 from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention, _StableReadout, logistic_loss
 
 
@@ -107,7 +107,7 @@ def test_padding_changes_nothing(cls):
 
 @pytest.mark.parametrize("variable", [False, True])
 def test_closed_form_gradients_match_autograd(variable):
-    """Spec N0: n=16, T=8, |S|=20, d=32, random y; max abs difference < 1e-12."""
+    """B-C1 (docs/paper-b-attention.md#theory-checks): n=16, T=8, |S|=20, d=32, random y; max abs difference < 1e-12."""
     ds = _random_ds(variable=variable, seed=7)
     model = OneLayerAttention(20, 32, seed=8)
     with torch.no_grad():  # move away from the near-uniform initialisation
@@ -122,7 +122,7 @@ def test_closed_form_gradients_match_autograd(variable):
     assert float((cf.grad_p - gp).abs().max()) < 1e-12
     loss_p, grad_p = loss_and_grad_p(E, p, v, ds)
     assert float(loss_p) == float(cf.loss) and torch.equal(grad_p, cf.grad_p)
-    # structure (spec 2.2): every row of grad_E lies in span(p, v)
+    # structure (Lemma A.1 of paper B): every row of grad_E lies in span(p, v)
     basis = torch.linalg.qr(torch.stack([p, v], 1)).Q
     assert float((cf.grad_E - cf.grad_E @ basis @ basis.T).abs().max()) < 1e-15
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from ntpbias.data.tokens import KLevelLaw, TokenSequences, relevant_tokens, sample_assumption1, sample_k_level
-from ntpbias.geometry import attention as ga
-from ntpbias.geometry import selection as gs
+from ntpbias.geometry.attention import selection as gs
+from ntpbias.geometry.attention import stage_one as ga
 from ntpbias.models.attention import OneLayerAttention, TwoLayerAttention
 from ntpbias.stats import pearson
 from ntpbias.training.attention import (

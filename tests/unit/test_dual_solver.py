@@ -1,4 +1,4 @@
-"""The matrix-free dual solver (geometry/dual.py) against cvxpy + Clarabel, and its failure modes.
+"""The matrix-free dual solver (geometry/solvers/dual.py) against cvxpy + Clarabel, and its failure modes.
 
 References are independent: Clarabel (an interior-point method on the sparse constraint matrix, without the
 shared active-set polish), dense linear algebra on ``LogitGaps.to_sparse()`` / ``gram()``, and cvxpy for the
@@ -15,14 +15,14 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import NotSeparableError, SolverError
-from ntpbias.geometry import dual as dual_mod
-from ntpbias.geometry import svm as svm_mod
 from ntpbias.geometry.constraints import LogitGaps, constraints
-from ntpbias.geometry.dual import DIVERGENCE_TOL, solve_dual
-from ntpbias.geometry.dual_forms import dual_form
-from ntpbias.geometry.gram import ConstraintOps, gram_solve, min_norm_lstsq
-from ntpbias.geometry.separability import ntp_separability
-from ntpbias.geometry.svm import MarginProgram, ntp_svm
+from ntpbias.geometry.margins import program as svm_mod
+from ntpbias.geometry.margins.program import MarginProgram, ntp_svm
+from ntpbias.geometry.separability.verdict import ntp_separability
+from ntpbias.geometry.solvers import dual as dual_mod
+from ntpbias.geometry.solvers.dual import DIVERGENCE_TOL, solve_dual
+from ntpbias.geometry.solvers.dual_forms import dual_form
+from ntpbias.geometry.solvers.gram import ConstraintOps, gram_solve, min_norm_lstsq
 
 F64 = torch.float64
 
@@ -72,18 +72,18 @@ def test_dual_matches_clarabel(m, d, V, seed, onehot, form):
     assert ref.certified
     res = prog.solve("dual", tol=1e-9, polish=False, form=form)
     assert res.solver == "dual" and res.details["form"] == form
-    assert res.certified and res.kkt.worst <= 1e-9
+    assert res.certified and res.certificate.worst <= 1e-9
     assert rel(res.W, ref.W) < 1e-6
     assert abs(res.norm ** 2 - ref.norm ** 2) / ref.norm ** 2 < 1e-6
     # the certificate is the independent one, recomputed from (W, λ, μ)
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate
 
 
 def test_dual_matches_clarabel_with_polish_to_machine_precision():
     data = random_ntp(30, 40, 10, 4, seed=5, pi="dirichlet")
     prog = program_of(data)
     ref, res = clarabel(prog), prog.solve("dual")
-    assert res.details["polish"] == "applied" and res.kkt.worst < 1e-10
+    assert res.details["polish"] == "applied" and res.certificate.worst < 1e-10
     assert rel(res.W, ref.W) < 1e-7
 
 
@@ -107,7 +107,7 @@ def test_general_programs_left_factor_and_cross_columns():
 
 
 def test_full_pair_form_falls_back_to_rows():
-    """All (z ∈ S_j, v ∉ S_j) pairs share second cells, so only the row form applies; same optimum (spec §3.1)."""
+    """All (z ∈ S_j, v ∉ S_j) pairs share second cells, so only the row form applies; same optimum (Def. 3, paper A)."""
     data = random_ntp(10, 14, 6, 3, seed=3)
     S = data.support
     jj, zz, vv = torch.nonzero(S[:, :, None] & ~S[:, None, :], as_tuple=True)
@@ -204,7 +204,7 @@ def test_iteration_cap_returns_honest_certificate_with_warning():
         res = prog.solve("dual", max_iter=5, polish=False, tol=1e-10)
     assert res.status == "inaccurate" and not res.certified
     assert res.iterations == 5
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate
 
 
 def test_out_of_memory_is_a_solver_error(monkeypatch):
@@ -234,7 +234,7 @@ def test_matrix_free_polish_equals_dense_polish(monkeypatch):
     monkeypatch.setattr(svm_mod, "POLISH_MAX_ROWS", 0)
     cg = prog.polish(rough)
     assert dense is not None and cg is not None
-    assert cg.kkt.worst < 1e-10 and rel(cg.W, dense.W) < 1e-9
+    assert cg.certificate.worst < 1e-10 and rel(cg.W, dense.W) < 1e-9
 
 
 def test_explicit_device_cpu_and_cuda_when_available():

@@ -11,7 +11,7 @@ import torch
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.data.tokens import TokenSequences
-from ntpbias.geometry.svm import ntp_svm
+from ntpbias.geometry.margins.program import ntp_svm
 from ntpbias.training.attention import ClassifierProblem, classifier_optimizer
 from ntpbias.training.loop import TrainConfig, Trainer
 from ntpbias.training.optimizers import Optimizer, OptimizerConfig
@@ -52,7 +52,7 @@ def test_max_margin_solvers_on_the_gpu_equal_the_cpu(solver):
     gpu = ntp_svm(data.to("cuda"), solver=solver, device="cuda")
     assert cpu.certified and gpu.certified
     assert gpu.W.device.type == "cuda"
-    assert gpu.kkt.worst <= 1e-6
+    assert gpu.certificate.worst <= 1e-6
     assert abs(gpu.norm - cpu.norm) <= 1e-7 * cpu.norm
     assert float((gpu.W.cpu() - cpu.W).norm() / cpu.W.norm()) <= 1e-5
 

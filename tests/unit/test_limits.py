@@ -1,5 +1,6 @@
-"""The memory preflight (ntpbias.limits, docs/errors-and-limits.md#limits): estimates from the shapes, refused before
-any allocation with the estimate and the memory available, ``--max-memory`` to go past it; sweep grids counted."""
+"""The memory preflight of ntpbias.limits: estimates from the shapes, refused before any allocation with the estimate
+and the memory available, ``--max-memory`` to go past it; sweep grids counted
+(docs/errors-and-limits.md#memory-estimated-from-the-shapes-checked-before-it-is-taken)."""
 
 import math
 import os

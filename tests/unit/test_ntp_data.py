@@ -1,4 +1,4 @@
-"""The NTP data model (spec linear_ntp.md §1.2): construction, validation, npz I/O, embeddings."""
+"""The NTP data model (docs/paper-a-linear-ntp.md#setting): construction, validation, npz I/O, embeddings."""
 
 from __future__ import annotations
 

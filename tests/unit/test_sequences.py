@@ -1,4 +1,4 @@
-"""Token sequences -> distinct-context NTP data (spec linear_ntp.md §1, §7), against naive Python references."""
+"""Token sequences -> distinct-context NTP data (eq. (2) and App. C of paper A), against naive Python references."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ntpbias.data.sequences import (
     read_sequences,
 )
 from ntpbias.errors import DataError
-from ntpbias.geometry.loss import cross_entropy
+from ntpbias.geometry.linear.loss import cross_entropy
 
 TOKENS = ["a", "b", "ab", "B", "1", "é", "zz"]
 corpora = st.lists(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=7), min_size=1, max_size=6)

@@ -1,4 +1,4 @@
-"""Real-text readers and the paper's preprocessing (spec attention_embeddings.md §5.3-5.4), on fixture files."""
+"""Real-text readers and paper B's preprocessing (decisions B-D9, B-D10 of docs/paper-b-attention.md), on fixtures."""
 
 import hashlib
 import json

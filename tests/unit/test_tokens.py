@@ -187,14 +187,14 @@ def test_k_level_law_sums_to_one_and_gives_posterior_16():
     deltas = torch.tensor((0.0, *law.deltas), dtype=torch.float64)[level]
     expected = torch.where(pol == 0, 0.5, torch.where(pol > 0, 1 - deltas, deltas))  # eq. (16) for y = +1
     assert torch.allclose(post, expected, atol=1e-14)
-    # spec 5.2: PD on the levels is +-(1 - 2 delta_k) = {0.1, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9, 0.96}
+    # eqs. (14)-(16) of paper B: PD on the levels is +-(1 - 2 delta_k) = {0.1, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9, 0.96}
     pd_levels = [law.posterior_difference()[(level == k) & (pol > 0)][0].item() for k in range(1, 9)]
     assert pd_levels == pytest.approx([0.1, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9, 0.96], abs=1e-12)
-    # every relevant token has the same frequency delta~/(2N) per position (equal priors; spec 5.2 says delta~/N,
-    # but p(s|+) + p(s|-) = delta~/N is the sum over the two classes), irrelevant (1-delta~)/|S~|
+    # every relevant token has the same frequency delta~/(2N) per position under equal priors (p(s|+) + p(s|-) =
+    # delta~/N is the sum over the two classes; docs/paper-b-attention.md#errata), irrelevant (1-delta~)/|S~|
     marginal = P.mean(0)
     assert torch.allclose(marginal[pol != 0], torch.full_like(marginal[pol != 0], 0.05 / (2 * 542)), rtol=1e-12)
-    # expected alpha per position: +-delta~ (1 - 2 delta_k) / (2N) (spec 5.2)
+    # expected alpha per position: +-delta~ (1 - 2 delta_k) / (2N) (eq. (3) of paper B on this law)
     alpha = 0.5 * (P[1] - P[0])
     assert torch.allclose(alpha, pol * 0.05 * (1 - 2 * deltas) / (2 * 542), atol=1e-16)
     assert torch.allclose(marginal[pol == 0], torch.full_like(marginal[pol == 0], 0.95 / 964), rtol=1e-12)

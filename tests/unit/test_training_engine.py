@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.loss import cross_entropy_grad
+from ntpbias.geometry.linear.loss import cross_entropy_grad
 from ntpbias.training.init import lecun
 from ntpbias.training.linear import LinearNTPProblem
 from ntpbias.training.loop import TrainConfig, Trainer, log_steps

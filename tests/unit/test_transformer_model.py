@@ -1,4 +1,5 @@
-"""One-layer transformer of paper C: forwards, eq. (1) loss, closed-form stable gradients (spec §1, checks 1-4)."""
+"""One-layer transformer of paper C: forwards, eq. (1) loss, closed-form stable gradients (C-C1 of
+docs/paper-c-transformer.md)."""
 
 import math
 
@@ -9,7 +10,7 @@ from ntpbias.data.generators import generate_samples, generate_sentences
 from ntpbias.data.sentences import NTPSamples, example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.errors import ConfigError, DataError
-from ntpbias.geometry.transformer import wov_star_closed_form
+from ntpbias.geometry.transformer.optimum import wov_star_closed_form
 from ntpbias.models.transformer import (
     TransformerInputs,
     attention,
@@ -66,7 +67,7 @@ def test_gradients_match_autograd(name, ds, kind):
 
 
 def test_gradients_match_central_differences():
-    """Spec check 2: eq. (5) and eq. (6) against central differences (h = 1e-6) on non-zero entries."""
+    """C-C1: eq. (5) and eq. (6) against central differences (h = 1e-6) on non-zero entries."""
     ds = generate_sentences(6, L_max=4, seed=0)
     E = token_embeddings(ds.V)
     inputs = TransformerInputs.from_samples(ds, E)
@@ -154,7 +155,7 @@ def test_L0_gradient_matches_autograd_and_skips_undefined_tokens():
 
 
 def test_distinct_loss_equals_mean_over_multiset():
-    """Spec check 1: eq. (1) over distinct samples with π equals the per-sample mean over D_0 (1e-12)."""
+    """C-C1: eq. (1) over distinct samples with π equals the per-sample mean over D_0 (1e-12)."""
     sentences = [["a", "b", "c", "d"], ["b", "c", "d"], ["a", "b", "c", "d"], ["c", "d", "a"], ["d", "a"]]
     ds = NTPSamples.from_sentences(sentences, counts=[1, 2, 1, 3, 1])
     assert ds.N < ds.total
@@ -185,7 +186,7 @@ def test_batched_padding_equals_one_sample_at_a_time():
 
 
 def test_original_form_matches_reparameterized():
-    """Spec check 3: four-factor forward (d1 != d2 != d) equals the reparameterized one (1e-12)."""
+    """C-C1: four-factor forward (d1 != d2 != d) equals the reparameterized one (1e-12)."""
     ds = generate_samples(6, seed=1)
     d, d1, d2 = 7, 3, 5
     E = token_embeddings(ds.V, kind="unit", d=d, seed=2)
@@ -208,7 +209,7 @@ def test_original_form_matches_reparameterized():
 
 
 def test_lemma4_projection_identity():
-    """Spec check 4: with W_ov = Δ W_ov*, <∇_{W_kq} L, W'> equals Lemma 4's two-term expression (1e-10)."""
+    """Lemma 4 of paper C: with W_ov = Δ W_ov*, <∇_{W_kq} L, W'> equals Lemma 4's two-term expression (1e-10)."""
     ds = generate_sentences(7, L_max=5, seed=1)
     n = analyze_structure(ds).collocation.next_token
     E = token_embeddings(ds.V, kind="orthonormal", d=9, seed=4)

@@ -1,4 +1,5 @@
-"""Dataset structure of paper C (spec §2; checks 5-7): samples, collocation, orders, classes, assumptions."""
+"""Dataset structure of paper C (Sec. 4; C-C2 of docs/paper-c-transformer.md): samples, collocation, orders, classes,
+assumptions."""
 
 import itertools
 import json
@@ -119,7 +120,7 @@ def test_query_errors():
 
 # ---------------------------------------------------------------------------------------------- naive reference
 def _naive(ds):
-    """Spec §2.2-2.5 literally, one sample at a time with Python sets."""
+    """Definition 1 and Sec. 4.1 of paper C literally, one sample at a time with Python sets."""
     V = ds.V
     samples = [(tuple(ds.input_ids(n)), int(ds.y[n])) for n in range(ds.N)]
     succ = {x: {y for X, y in samples if X == (x,)} for x in range(V)}

@@ -12,7 +12,7 @@ from ntpbias.data.sentences import NTPSamples, example1
 from ntpbias.data.structure import analyze_structure
 from ntpbias.errors import DataError
 from ntpbias.experiments import transformer as ex
-from ntpbias.geometry import transformer as th
+from ntpbias.geometry.transformer import optimum as th
 from ntpbias.metrics import DEFINITIONS
 from ntpbias.models.transformer import TransformerInputs, forward_reparam, token_embeddings
 from ntpbias.training.loop import TrainConfig
@@ -154,7 +154,7 @@ def test_stage1_metrics_against_naive(random_task):
         cos = float((W[b] * Ws).sum() / (torch.linalg.vector_norm(W[b]) * torch.linalg.vector_norm(Ws)))
         assert float(m["cos_ov"][b]) == pytest.approx(cos, rel=1e-12)
     zero = Stage1Problem(t).metrics({"W_ov": torch.zeros(1, t.V, t.d, dtype=F64)})
-    assert math.isnan(float(zero["cos_ov"][0]))  # undefined at W = 0 (spec A14)
+    assert math.isnan(float(zero["cos_ov"][0]))  # the cosine is undefined at W = 0
 
 
 def test_stage2_metrics_against_naive(random_task):
@@ -192,7 +192,8 @@ def test_stage2_metrics_against_naive(random_task):
 
 def test_loss_floor_is_the_limit_of_full_attention_and_the_closed_form():
     """L at full attention on the optimal tokens: (a) = L(W_ov, c W_kq*) as c -> ∞, (b) = log(1 + (|V|-1)e^{-Δ})
-    for stage 1's equal margins Δ under Assumption 2 (spec §3.3), down to 1e-22 (stable CE)."""
+    for stage 1's equal margins Δ under Assumption 2 (docs/paper-c-transformer.md#objects, object 4), down to
+    1e-22 (stable CE)."""
     ds = generate_sentences(8, L_max=5, seed=4)
     E = token_embeddings(8, kind="orthonormal", seed=3)
     task = TransformerTask.build(ds, E)
@@ -265,7 +266,7 @@ def test_predict_matches_the_model(random_task):
 
 def test_theorem3_inputs_on_example1():
     """Under Example 1 only query P is non-optimal under its own order, with M_P = {S, V}, O_P = {O}: the inputs
-    are SP -> V, VP -> O and O with S or V (either order) before P -> P (spec §2.8, check 21)."""
+    are SP -> V, VP -> O and O with S or V (either order) before P -> P (Example 2, Sec. 6 of paper C; C-C8)."""
     st = analyze_structure(example1())
     unseen = ex.theorem3_inputs(st, seed=0)
     s = st.samples

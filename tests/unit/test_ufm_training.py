@@ -12,7 +12,7 @@ import torch
 from ntpbias.config import apply_overrides
 from ntpbias.data.planted import planted_supports
 from ntpbias.errors import ConfigError
-from ntpbias.geometry.ufm import finite_logits, project_F
+from ntpbias.geometry.ufm.logits import finite_logits, project_F
 from ntpbias.metrics import DEFINITIONS
 from ntpbias.training.history import History
 from ntpbias.training.loop import TrainConfig, Trainer

@@ -1,4 +1,4 @@
-"""The working-set active-face solver (geometry/workset.py, geometry/apg.py) against cvxpy + Clarabel.
+"""The working-set active-face solver (geometry/solvers/workset.py, geometry/solvers/apg.py) against cvxpy + Clarabel.
 
 References are independent: Clarabel (interior point on the sparse constraint matrix, no polish), dense linear
 algebra on ``LogitGaps.to_sparse()``, the dual method's sort-based group projection, a Python loop for the
@@ -14,15 +14,15 @@ import torch
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.errors import NotSeparableError, SolverError
-from ntpbias.geometry import svm as svm_mod
-from ntpbias.geometry import workset as ws_mod
-from ntpbias.geometry.apg import _Projection, apg
 from ntpbias.geometry.constraints import LogitGaps, constraints
-from ntpbias.geometry.dual import DIVERGENCE_TOL
-from ntpbias.geometry.dual_forms import dual_form
-from ntpbias.geometry.gram import ConstraintOps
-from ntpbias.geometry.svm import MarginProgram, ntp_svm
-from ntpbias.geometry.workset import _top_per_group, solve_workset
+from ntpbias.geometry.margins import program as svm_mod
+from ntpbias.geometry.margins.program import MarginProgram, ntp_svm
+from ntpbias.geometry.solvers import workset as ws_mod
+from ntpbias.geometry.solvers.apg import _Projection, apg
+from ntpbias.geometry.solvers.dual import DIVERGENCE_TOL
+from ntpbias.geometry.solvers.dual_forms import dual_form
+from ntpbias.geometry.solvers.gram import ConstraintOps
+from ntpbias.geometry.solvers.workset import _top_per_group, solve_workset
 
 F64 = torch.float64
 
@@ -55,7 +55,7 @@ def rel(a, b):
 def assert_matches_clarabel(prog, res, *, w_tol=1e-6):
     ref = prog.solve("clarabel", polish=False)
     assert ref.certified and res.certified and res.solver == "workset"
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt  # recomputed, every row included
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate  # recomputed, every row included
     assert rel(res.W, ref.W) < w_tol
     assert abs(res.norm ** 2 - ref.norm ** 2) / ref.norm ** 2 < 1e-6
 
@@ -99,7 +99,7 @@ def test_float32_inner_solve_is_certified_in_float64():
     data = onehot_data(80, 40, 10, seed=5)
     prog = program_of(data)
     res = prog.solve("workset", tol=1e-9)
-    assert res.certified and res.kkt.worst <= 1e-9
+    assert res.certified and res.certificate.worst <= 1e-9
     assert res.details["refine_rounds"] >= 1 and res.details["pcg_iterations"] > 0
     assert res.details["face_rows"] == res.n_active
 
@@ -222,7 +222,7 @@ def test_newton_projection_equals_the_sorting_projection():
 
 def test_permuted_scatter_equals_the_grouped_form():
     """One-hot data: every logit cell is a group cell, so the scatter is a gather (apg._Permuted)."""
-    from ntpbias.geometry.apg import _permuted
+    from ntpbias.geometry.solvers.apg import _permuted
 
     cons = constraints(onehot_data(30, 6, 7, seed=25))
     ops = ConstraintOps.build(cons.ineq, cons.eq, "cpu", F64)
@@ -289,7 +289,7 @@ def test_working_set_rounds_at_scale_match_the_dual_method(monkeypatch):
     sizes = res.details["working_set"]
     assert sizes[0] == 500 * 16 and max(sizes) < len(prog.ineq) / 2 and res.details["rounds"] >= 2
     assert rel(res.W, ref.W) < 1e-6
-    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.kkt
+    assert prog.certificate(res.W, res.dual_ineq, res.dual_eq) == res.certificate
 
 
 def test_full_pair_rows_use_the_row_form():
@@ -325,8 +325,8 @@ def test_workset_is_scale_equivariant(c):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# bfloat16 increments (geometry/lowp.py) and face-restricted products (geometry/face_ops.py), forced on small
-# instances whatever the machine would choose.
+# bfloat16 increments (geometry/solvers/lowp.py) and face-restricted products (geometry/solvers/face_ops.py), forced on
+# small instances whatever the machine would choose.
 
 @pytest.mark.parametrize("kind,m,d,V,seed", CASES)
 def test_bfloat16_increments_match_clarabel(kind, m, d, V, seed):
@@ -340,8 +340,7 @@ def test_bfloat16_increments_match_clarabel(kind, m, d, V, seed):
 @pytest.mark.parametrize("kind,m,d,V,seed", CASES)
 def test_face_products_match_clarabel(kind, m, d, V, seed, monkeypatch):
     """The refinement's conjugate gradients through the face's cells only (forced: any density)."""
-    from ntpbias.geometry import face_ops
-
+    from ntpbias.geometry.solvers import face_ops
     monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
     data = onehot_data(m, d, V, seed=seed) if kind == "onehot" else uneven_data(m, d, V, seed=seed)
     prog = program_of(data)
@@ -353,8 +352,7 @@ def test_face_products_match_clarabel(kind, m, d, V, seed, monkeypatch):
 def test_sparse_small_working_set_path_matches_clarabel(monkeypatch):
     """Every new path at once on a small instance: a restricted working set (one row per context to start),
     bfloat16 increments, face-restricted products."""
-    from ntpbias.geometry import face_ops
-
+    from ntpbias.geometry.solvers import face_ops
     monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
     monkeypatch.setattr(face_ops, "SPARSE_W_MAX_DENSITY", 1.0)  # W through the nonzero cells, at any size
     monkeypatch.setattr(face_ops, "SPARSE_W_MIN_WORK", 0)
@@ -369,8 +367,7 @@ def test_sparse_small_working_set_path_matches_clarabel(monkeypatch):
 
 
 def test_new_paths_on_ties_and_duplicates(monkeypatch):
-    from ntpbias.geometry import face_ops
-
+    from ntpbias.geometry.solvers import face_ops
     monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
     base = onehot_data(12, 10, 5, seed=6)
     data = NTPData.from_arrays(torch.cat([base.H, base.H[:4], base.H[:2]]), torch.cat([base.P, base.P[:4], base.P[:2]]))
@@ -379,8 +376,7 @@ def test_new_paths_on_ties_and_duplicates(monkeypatch):
 
 
 def test_new_paths_report_not_separable(monkeypatch):
-    from ntpbias.geometry import face_ops
-
+    from ntpbias.geometry.solvers import face_ops
     monkeypatch.setattr(face_ops, "MAX_DENSITY", 1.0)
     prog = program_of(random_ntp(60, 3, 6, 3, seed=0))
     with pytest.raises(NotSeparableError, match="not separable"):
@@ -394,7 +390,7 @@ def test_new_paths_report_not_separable(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_face_rows_equal_the_dense_operator(dtype):
-    from ntpbias.geometry.face_ops import FaceRows, face_operator
+    from ntpbias.geometry.solvers.face_ops import FaceRows, face_operator
 
     data = uneven_data(40, 12, 9, seed=22)
     cons = constraints(data)
@@ -415,8 +411,7 @@ def test_face_rows_equal_the_dense_operator(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cells_times_H_equals_the_dense_product(dtype, monkeypatch):
-    from ntpbias.geometry import face_ops
-
+    from ntpbias.geometry.solvers import face_ops
     g = torch.Generator().manual_seed(3)
     H = torch.randn(30, 8, generator=g, dtype=F64).to(dtype)
     Lam = torch.randn(7, 30, generator=g, dtype=F64).to(dtype) * (torch.rand(7, 30, generator=g) < 0.15)
@@ -428,8 +423,7 @@ def test_cells_times_H_equals_the_dense_product(dtype, monkeypatch):
 
 
 def test_increments_choice_and_errors(monkeypatch):
-    from ntpbias.geometry import lowp
-
+    from ntpbias.geometry.solvers import lowp
     assert lowp.increments_dtype("none", "cpu", torch.float32) is None
     assert lowp.increments_dtype("bfloat16", "cpu", torch.float64) == torch.bfloat16
     assert lowp.increments_dtype("auto", "cpu", torch.float64) is None  # float64 work stays exact

@@ -94,7 +94,7 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
     record = result.to_dict()
     arrays = result.arrays()
     if with_ufm:
-        from ..geometry.logit_svm import ufm_summary
+        from ..geometry.ufm.logit_svm import ufm_summary
 
         with console.status("log-bilinear model: nuclear-norm NTP-SVM"):
             ufm_record, ufm_arrays = ufm_summary(ntp.to(device="cpu", dtype=torch.float64),

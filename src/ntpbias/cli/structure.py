@@ -87,7 +87,7 @@ def _max_margin(st) -> dict:
     """W_ov*, W_kq* with certificates, and Proposition 2 against the QP (one-hot embeddings)."""
     import torch
 
-    from ..geometry.transformer import compare_prop2, wkq_star, wov_star
+    from ..geometry.transformer.optimum import compare_prop2, wkq_star, wov_star
 
     vocab = st.samples.vocab
     E = torch.eye(st.samples.V, dtype=torch.float64)
@@ -96,8 +96,8 @@ def _max_margin(st) -> dict:
     cmp = compare_prop2(st, kq, E)
     return {
         "embedding": "onehot",
-        "norm_W_ov_star": ov.norm, "W_ov_certified": ov.certified, "W_ov_kkt": ov.kkt.as_dict(),
-        "norm_W_kq_star": kq.norm, "W_kq_certified": kq.certified, "W_kq_kkt": kq.kkt.as_dict(),
+        "norm_W_ov_star": ov.norm, "W_ov_certified": ov.certified, "W_ov_kkt": ov.certificate.as_dict(),
+        "norm_W_kq_star": kq.norm, "W_kq_certified": kq.certified, "W_kq_kkt": kq.certificate.as_dict(),
         "solver": kq.solver,
         "prop2_holds_everywhere": bool(cmp.agree.all()),
         "prop2": cmp.to_dict(vocab),

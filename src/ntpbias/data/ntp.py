@@ -97,7 +97,8 @@ class NTPData:
 
     @property
     def entropy(self) -> float:
-        """Empirical entropy H = -Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log p̂_{j,z} in nats (§1.3; the CE lower bound)."""
+        """Empirical entropy H = -Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log p̂_{j,z} in nats (Sec. 2 of paper A): CE's
+        lower bound, eq. (26)."""
         return float(-(self.pi * torch.special.xlogy(self.P, self.P).sum(dim=1)).sum()) + 0.0  # no -0.0
 
     def entropy_per_length(self) -> dict[int, float]:
@@ -117,7 +118,7 @@ class NTPData:
 
     @property
     def embedding_bound(self) -> float:
-        """M = √2 max_j ||h̄_j||, the constant of the paper's bounds (§1.2)."""
+        """M = √2 max_j ||h̄_j||, the constant of the paper's bounds (docs/paper-a-linear-ntp.md#setting)."""
         top = float(self.H.abs().max())  # scaled: no overflow or underflow of the squares at any scale of H
         return float(np.sqrt(2.0) * top * torch.linalg.vector_norm(self.H / top, dim=1).max()) if top > 0 else 0.0
 
@@ -214,7 +215,9 @@ class NTPData:
     @classmethod
     def from_samples(cls, context_ids, next_tokens, H, *, V: int | None = None, vocab=None, contexts=None,
                      context_lengths=None, dtype: torch.dtype = DEFAULT_DTYPE) -> NTPData:
-        """Aggregate raw samples (x_i, z_i) into distinct-context form (§1.2), vectorized.
+        """Aggregate raw samples (x_i, z_i) into distinct-context form (eq. (2) of paper A;
+        docs/paper-a-linear-ntp.md#setting), vectorized: ``n π̂_j`` counts the samples with context j and
+        ``n π̂_j p̂_{j,z}`` those followed by z.
 
         Parameters
         ----------
@@ -226,8 +229,16 @@ class NTPData:
             Embedding of each distinct context.
         V : int, optional
             Vocabulary size (default: ``len(vocab)`` or ``max(next_tokens) + 1``).
+        vocab, contexts : sequence of str, optional
+            Names of the tokens and of the contexts.
+        context_lengths : int array (m,), optional
+            Length of each context (autoregressive data).
+        dtype : torch.dtype
+            Floating type of the arrays (float64 by default).
 
-        ``n π̂_j`` counts the samples with context j and ``n π̂_j p̂_{j,z}`` those followed by z.
+        Returns
+        -------
+        NTPData
 
         Examples
         --------

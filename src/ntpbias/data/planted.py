@@ -27,17 +27,31 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
 
     Parameters
     ----------
-    V : vocabulary size
-    sizes : the support sizes |S^(k)| of the K sets
-    contexts : contexts per set (one number for all sets, or one per set)
-    seed : drives every random choice (the sets, the probabilities, π̂)
-    disjoint : draw the sets as disjoint blocks of a random permutation of the vocabulary (needs Σ sizes <= V), or
-        each independently (uniform subsets; sets may overlap or repeat)
-    dirichlet : concentration of each context's probabilities on its support
-    pi : "uniform" or "dirichlet" (Dirichlet(1) context probabilities)
-    sets : explicit support sets (token ids in 0..V-1); when given, ``sizes`` and ``disjoint`` are ignored
+    V : int
+        Vocabulary size; tokens are named ``t0 .. t{V-1}``.
+    sizes : sequence of int
+        The support sizes |S^(k)| of the K sets.
+    contexts : int or sequence of int
+        Contexts per set (one number for all sets, or one per set); context names are ``c<k>.<i>`` (set k, i-th
+        context).
+    seed : int
+        Drives every random choice (the sets, the probabilities, π̂).
+    disjoint : bool
+        Draw the sets as disjoint blocks of a random permutation of the vocabulary (needs Σ sizes <= V), or each
+        independently (uniform subsets; sets may overlap or repeat).
+    dirichlet : float
+        Concentration of each context's probabilities on its support.
+    pi : {"uniform", "dirichlet"}
+        Context probabilities: uniform, or one Dirichlet(1) draw.
+    sets : sequence of sequences of int, optional
+        Explicit support sets (token ids in 0..V-1); when given, ``sizes`` and ``disjoint`` are ignored.
+    dtype : torch.dtype
+        Floating type of the arrays (float64 by default).
 
-    Context names are ``c<k>.<i>`` (set k, i-th context); tokens are ``t0 .. t{V-1}``.
+    Returns
+    -------
+    NTPData
+        m = Σ contexts contexts with one-hot embeddings ``H = I_m`` (the log-bilinear model trains its own).
 
     Examples
     --------

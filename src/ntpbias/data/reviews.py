@@ -40,7 +40,8 @@ _LABELS = {"positive": 1, "pos": 1, "1": 1, "+1": 1, "1.0": 1, "negative": -1, "
 
 @dataclass(frozen=True)
 class YelpConfig(Config):
-    """Selection of Yelp reviews (§5.4): length window, seeded subsample, optional class balance."""
+    """Selection of Yelp reviews (Sec. 5 of paper B; docs/paper-b-attention.md#decisions, B-D10): length window, seeded
+    subsample, optional class balance."""
 
     min_chars: int = setting(1000, "keep reviews with at least this many characters (raw text)", ge=0)
     max_chars: int = setting(1500, "keep reviews with at most this many characters (raw text)", ge=0)
@@ -172,7 +173,7 @@ def _yelp_label(stars, where: str) -> int:
 
 def read_yelp_jsonl(path: str | os.PathLike, config: YelpConfig = YelpConfig(), *,
                     strict: bool = False) -> LabelledTexts:
-    """Stream Yelp reviews (JSON lines with ``text`` and ``stars``) into a labelled, subsampled set (§5.4).
+    """Stream Yelp reviews (JSON lines with ``text`` and ``stars``) into a labelled, subsampled set (B-D10).
 
     One pass, memory O(``config.size``): reviews of ``min_chars..max_chars`` characters with 1-2 stars
     (label -1) or 4-5 stars (+1) are eligible; a seeded reservoir sample (Algorithm R) keeps ``size`` of them

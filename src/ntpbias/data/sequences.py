@@ -1,4 +1,4 @@
-"""Token sequences -> NTP data in distinct-context form (docs/paper-a-linear-ntp.md#objects, §7).
+"""Token sequences -> NTP data in distinct-context form (App. C of paper A; docs/paper-a-linear-ntp.md#objects).
 
 Sequences file format: one sequence per line, tokens separated by whitespace; contexts never cross a line
 end; blank lines are ignored.

@@ -2,19 +2,19 @@
 
 From distinct samples (:class:`~ntpbias.data.sentences.NTPSamples`) this module extracts
 
-* the **collocation** n: V -> V from the one-token samples [x] -> n(x) (§2.1), and says whether it is a
+* the **collocation** n: V -> V from the one-token samples [x] -> n(x) (Sec. 4.1 of paper C), and says whether it is a
   permutation, where it is undefined, contradictory (x followed by two tokens) or not injective;
-* the **optimal positions** l(n) = {l : n(x_l) = label of X^(n)} of every sample (§2.3, Sec. 5.2);
+* the **optimal positions** l(n) = {l : n(x_l) = label of X^(n)} of every sample (Secs. 4.1 and 5.2 of paper C);
 * the **query-dependent relations** u >_q v: some sample with query q contains u and v with n(u) = label != n(v)
-  (Definition 1, algorithm of §2.2), and the **token classes** per query (disjoint reading of §2.3): optimal
-  (above something, below nothing), non-optimal (below something, above nothing), confused (both), non-comparable
-  (neither);
+  (Definition 1), and the **token classes** per query (Sec. 4.1, read as disjoint classes;
+  docs/paper-c-transformer.md#setting): optimal (above something, below nothing), non-optimal (below something, above
+  nothing), confused (both), non-comparable (neither);
 * checks of **Assumption 1** (realizable; strict partial orders; no confused tokens) and **Assumption 3**
   (the optimal token occurs at least as often as any other token of its sample), each naming the offending
   samples and sentences and the theory results that no longer apply; **Assumption 2** (orthonormal
   embeddings) is a property of the embedding, checked by :func:`orthonormality_residual`;
-* **regeneration** of labels from the collocation and the orders (§2.5; sentences and Theorem 3's premise for new
-  inputs in :mod:`ntpbias.data.unseen`).
+* **regeneration** of labels from the collocation and the orders (Sec. 4.1 of paper C; sentences and Theorem 3's
+  premise for new inputs in :mod:`ntpbias.data.unseen`).
 
 When the collocation is contradictory, "n(x) = y" is read as "[x] -> y is a sample", so every quantity stays
 defined and every violation is reported rather than raised. Irreflexivity of >_q holds by construction (a token
@@ -174,7 +174,7 @@ class DatasetStructure:
     checks : tuple of Check
         collocation, realizable, partial_orders, no_confused, assumption3 (in this order).
     regenerated : LongTensor (N,)
-        Labels regenerated from the collocation and the orders (§2.5); -1 where the rule is undefined.
+        Labels regenerated from the collocation and the orders (Sec. 4.1 of paper C); -1 where the rule is undefined.
 
     Examples
     --------
@@ -238,7 +238,7 @@ class DatasetStructure:
 
     @property
     def regenerates(self) -> bool:
-        """The collocation and the orders reproduce every label (§2.5)."""
+        """The collocation and the orders reproduce every label (Sec. 4.1 of paper C)."""
         return bool((self.regenerated == self.samples.y).all())
 
     def not_applicable(self) -> tuple[str, ...]:

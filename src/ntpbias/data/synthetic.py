@@ -23,6 +23,28 @@ def random_ntp(m: int = 50, d: int = 60, V: int = 10, support_size: int = 6, *, 
     With the defaults E[H] = H_6 - 1 ≈ 1.450 nats, matching the paper's H ≈ 1.445
     (docs/paper-a-linear-ntp.md#experiments-and-figures).
 
+    Parameters
+    ----------
+    m, d, V : int
+        Number of distinct contexts, embedding dimension, vocabulary size.
+    support_size : int
+        |S_j|, the same for every context (1 <= support_size <= V).
+    seed : int
+        Drives every random choice (embeddings, supports, probabilities).
+    embedding_scale : float
+        Standard deviation of the embedding entries.
+    dirichlet : float
+        Concentration of each context's next-token distribution on its support.
+    pi : {"uniform", "dirichlet"}
+        Context probabilities: uniform, or one Dirichlet(1) draw.
+    dtype : torch.dtype
+        Floating type of H, P and pi (float64 by default).
+
+    Returns
+    -------
+    NTPData
+        The dataset, with ``H`` (m, d), ``P`` (m, V) and ``pi`` (m,).
+
     Examples
     --------
     >>> data = random_ntp(seed=1)

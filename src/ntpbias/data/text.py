@@ -180,7 +180,8 @@ def wordpiece_tokenizer(name: str = "bert-base-uncased"):
 # ================================================================================================ config
 @dataclass(frozen=True)
 class PreprocessConfig(Config):
-    """The paper's preprocessing pipeline (§5.3); see the module docstring for what each stage does."""
+    """The paper's preprocessing pipeline (Sec. 5 of paper B; docs/paper-b-attention.md#decisions, B-D9); see the module
+    docstring for what each stage does."""
 
     strip_html: bool = setting(True, "remove HTML tags")
     lowercase: bool = setting(True, "lower-case the text")

@@ -1,11 +1,11 @@
-"""Labelled token sequences (the attention paper's classification data, docs/paper-b-attention.md#objects, §5).
+"""Labelled token sequences: paper B's classification data (Sec. 5; docs/paper-b-attention.md#objects).
 
 A dataset of n sequences over a vocabulary of |S| tokens, padded to a common length T, with labels ±1
 (:class:`TokenSequences`); the token statistics of paper B computed on any such dataset (average signed
 frequency α_s of eq. (3), posterior difference PD(s) of eq. (18), the token types of Definition 3.1, the
 relevant token of each sequence under Assumption 1: :func:`token_statistics`, :func:`relevant_tokens`); and
 the paper's two synthetic generators (Assumption-1 data, docs/paper-b-attention.md#setting: :func:`sample_assumption1`;
-the K-level model of eqs. (14)-(16) with the corrected law, docs/paper-b-attention.md#setting and §9.1-9.3:
+the K-level model of eqs. (14)-(16) with the corrected law, docs/paper-b-attention.md#setting and #errata:
 :class:`KLevelLaw`, :func:`sample_k_level`). Every generator takes one ``seed`` that drives every random choice.
 """
 
@@ -252,8 +252,8 @@ def token_statistics(ds: TokenSequences) -> TokenStatistics:
 def relevant_tokens(ds: TokenSequences, stats: TokenStatistics | None = None) -> torch.Tensor:
     """The relevant token s_*^X of every sequence under Assumption 1; DataError if the data violate it.
 
-    Assumption 1 (docs/paper-b-attention.md#objects, decision §9.6): every sequence has exactly one position holding a
-    completely positive or completely negative token, and every other real position holds an irrelevant token (α = 0).
+    Assumption 1 (Sec. 4 of paper B; docs/paper-b-attention.md#objects): every sequence has exactly one position holding
+    a completely positive or completely negative token, and every other real position holds an irrelevant token (α = 0).
 
     Parameters
     ----------
@@ -358,7 +358,7 @@ def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -
 @dataclass(frozen=True)
 class KLevelLaw(Config):
     """The K-level token law of eqs. (14)-(15) with the corrected opposite-polarity case
-    (docs/paper-b-attention.md#setting, §9.1).
+    (docs/paper-b-attention.md#setting and #errata).
 
     Given the label y, each of the T tokens of a sequence is drawn i.i.d. from
 

@@ -1,5 +1,5 @@
 """New inputs under a dataset's structure (paper C): sentences regenerated from the collocation and the orders
-(§2.5), and the inputs whose prediction Theorem 3 fixes (docs/paper-c-transformer.md#objects)."""
+(Sec. 4.1 of paper C), and the inputs whose prediction Theorem 3 fixes (docs/paper-c-transformer.md#objects)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .structure import CONFUSED, NON_COMPARABLE, NON_OPTIMAL, OPTIMAL, DatasetSt
 
 
 def regenerate_sentences(structure: DatasetStructure, starts, lengths) -> list[list[int]]:
-    """Sentences generated from first tokens by iterating the rule of :func:`regenerate_labels` (§2.5).
+    """Sentences generated from first tokens by iterating the rule of :func:`regenerate_labels` (Sec. 4.1 of paper C).
 
     Sentence i starts with ``starts[i]`` and stops at ``lengths[i]`` tokens or where the rule is undefined.
     Vectorized over sentences (the loop is over positions).

@@ -17,16 +17,51 @@ from .._tensor import to_numpy
 from ..data.ntp import NTPData
 from ..limits import check_memory, nbytes
 from .constraints import constraints
-from .loss import smoothness_bound
+from .linear.loss import smoothness_bound
+from .linear.subspace import EXACT_MAX_ROWS, subspace
+from .margins.program import MarginProgram, SVMResult, ntp_svm
 from .scaling import data_scale, stable_norm
-from .separability import SeparabilityResult, ntp_separability
-from .subspace import EXACT_MAX_ROWS, subspace
-from .svm import MarginProgram, SVMResult, ntp_svm
+from .separability.verdict import SeparabilityResult, ntp_separability
 
 
 @dataclass(frozen=True, eq=False)
 class Analysis:
-    """The theory's objects for one dataset (see :func:`analyze`)."""
+    """The theory's objects for one dataset, as :func:`analyze` computes them (``analysis.json`` is ``to_dict()``).
+
+    Attributes
+    ----------
+    data : NTPData
+        The dataset.
+    dim_F : int
+        Dimension of the data subspace F (eq. (5) of paper A).
+    W_star : Tensor (V, d)
+        The finite component W*: the solution of the log-odds equations (4) inside F (least squares when the data
+        are not compatible).
+    compatibility_residual : float
+        Relative residual of eq. (4) at W*; ``compatible`` is True when it is below the tolerance.
+    compatible : bool
+        NTP_H-compatibility (Def. 1 of paper A).
+    separability : SeparabilityResult
+        NTP-separability (Def. 2) with its certificate either way.
+    svm : SVMResult or None
+        The NTP-SVM W^mm (Def. 3) with its certificate; None when the data are not separable.
+    seconds : dict of str to float
+        Time per stage.
+    notes : list of str
+        Findings in words (not compatible, a solve that missed its tolerance, ...).
+    subspace_method : str
+        How F and W* were computed (``"exact"`` or ``"iterative"``).
+    max_margin : dict of str to SVMResult or None
+        The NTP-SVM in each norm asked for by ``norms=``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> a = analyze(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+    >>> isinstance(a, Analysis), a.dim_F, a.summary()["separable"]
+    (True, 1, True)
+    """
 
     data: NTPData
     dim_F: int
@@ -38,7 +73,7 @@ class Analysis:
     seconds: dict[str, float]
     notes: list[str] = field(default_factory=list)
     subspace_method: str = "exact"
-    max_margin: dict = field(default_factory=dict)  # norm -> SVMResult | NormSVMResult | None (``norms=``)
+    max_margin: dict = field(default_factory=dict)  # norm -> SVMResult | None (``norms=``)
 
     def summary(self) -> dict[str, object]:
         """The headline numbers: sizes, entropy floor, dim F, the two verdicts and ||W^mm||."""
@@ -93,7 +128,7 @@ class Analysis:
                 "method": self.separability.method,
             },
             "margin": None if svm is None else 1.0 / svm.norm,
-            "min_logit_gap_W_mm": None if svm is None else svm.margin,
+            "min_logit_gap_W_mm": None if svm is None else svm.min_gap,
             "norm_W_star": stable_norm(self.W_star),
             "norm_W_mm": None if svm is None else svm.norm,
             "n_support_vectors": None if svm is None else svm.n_active,
@@ -103,7 +138,7 @@ class Analysis:
             "solver_iterations": None if svm is None else svm.iterations,
             "status": None if svm is None else svm.status,
             "certified": None if svm is None else svm.certified,
-            "kkt": None if svm is None else svm.kkt.as_dict(),
+            "kkt": None if svm is None else svm.certificate.as_dict(),
             "data_scale": data_scale(data.H),
             "embedding_bound_M": data.embedding_bound,
             "smoothness_bound_L": smoothness_bound(data),
@@ -152,33 +187,51 @@ def footprint(data: NTPData) -> dict[str, int]:
         parts[f"Gram matrix ({rows:,} x {rows:,})"] = nbytes(rows, rows, itemsize=3 * 8)
     return parts
 def max_margin_entry(norm: str, result) -> dict:
-    """The ``analysis.json`` record of one norm's NTP-SVM (docs/optimizers.md#analyze): its norm, the maximum normalized
-    margin 1/||W^mm||, the certificate, uniqueness, the solver and its time; a string result is the reason it is
-    missing (not separable, solver failure)."""
+    """The ``analysis.json`` record of one norm's NTP-SVM (docs/optimizers.md, "ntpbias analyze --norms"): its norm,
+    the maximum normalized margin 1/||W^mm||, the certificate, uniqueness, the solver and its time; a string result is
+    the reason it is missing (not separable, solver failure)."""
     if result is None or isinstance(result, str):
         return {"norm_W_mm": None, "margin": None, "certified": None, "unique": None, "solver": None, "seconds": None,
                 "status": result or "not separable"}
     l2 = norm == "l2"
     return {"norm_W_mm": result.norm, "margin": 1.0 / result.norm, "certified": result.certified,
             "unique": True if l2 else result.unique, "solver": result.solver, "seconds": result.solve_seconds,
-            "status": result.status, "min_logit_gap": result.margin,
-            "certificate": result.kkt.as_dict(),
+            "status": result.status, "min_logit_gap": result.min_gap,
+            "certificate": result.certificate.as_dict(),
             "uniqueness": "the l2 norm is strictly convex" if l2 else result.uniqueness}
 
 
 def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_method: str = "auto",
             subspace_method: str = "auto", solver_options: dict | None = None, norms: tuple[str, ...] = ()) -> Analysis:
-    """Compute H, F, W*, compatibility, separability and W^mm for ``data``.
+    """Compute the entropy floor, F, W*, compatibility, separability and W^mm of ``data`` (``ntpbias analyze``).
 
-    ``progress``: optional callable receiving a short description of each stage (for a status display).
-    ``solver``: the NTP-SVM backend (``"auto"``, ``"clarabel"``, ``"dual"``, ``"workset"``); ``separability_method``:
-    ``"auto"``, ``"lp"``, ``"dual"`` (:func:`~ntpbias.geometry.separability.ntp_separability`);
-    ``subspace_method``: ``"auto"``, ``"exact"``, ``"iterative"`` (:class:`~ntpbias.geometry.subspace.DataSubspace`).
-    Small problems get the exact Gram eigendecomposition, the LP and Clarabel; large ones the matrix-free path,
-    where the dual solver's certified W^mm is both the separability certificate and the NTP-SVM solution (solved
-    once). ``solver_options`` (``dtype``, ``device``, ``max_iter``) go to the dual solver. ``norms``: also solve the
-    NTP-SVM in each of these norms (:func:`~ntpbias.geometry.norm_svm.norm_svm`; "l2" reuses W^mm) into
-    ``max_margin`` (docs/optimizers.md#analyze).
+    Small problems get the exact Gram eigendecomposition, the separability LP and cvxpy + Clarabel; large ones the
+    matrix-free path, where the dual solver's certified W^mm is both the separability certificate and the NTP-SVM
+    solution (solved once). Non-separable or non-compatible data are findings, not errors.
+
+    Parameters
+    ----------
+    data : NTPData
+        The dataset (``NTPData.from_arrays``, :func:`~ntpbias.api.from_sequences`, :func:`~ntpbias.api.from_text`).
+    solver : {"auto", "clarabel", "dual", "workset"}
+        The NTP-SVM backend.
+    progress : callable, optional
+        Receives a short description of each stage (for a status display).
+    separability_method : {"auto", "lp", "dual"}
+        How separability is decided (:func:`~ntpbias.geometry.separability.verdict.ntp_separability`).
+    subspace_method : {"auto", "exact", "iterative"}
+        How F and W* are computed (:class:`~ntpbias.geometry.linear.subspace.DataSubspace`).
+    solver_options : dict, optional
+        ``dtype``, ``device``, ``max_iter`` for the dual solver.
+    norms : tuple of str
+        Also solve the NTP-SVM in each of these norms (``"l2"``, ``"linf"``, ``"l1"``, ``"spectral"``,
+        ``"nuclear"``; :func:`~ntpbias.geometry.margins.norm_svm.norm_svm`, "l2" reuses W^mm) into ``max_margin``
+        (docs/optimizers.md, "ntpbias analyze --norms").
+
+    Returns
+    -------
+    Analysis
+        Every object with its certificate; ``to_dict()`` is ``analysis.json``.
 
     Examples
     --------
@@ -219,7 +272,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
             svm = ntp_svm(data, backend, **(options if backend in ("dual", "workset") else {}))
         seconds["svm"] = time.perf_counter() - t0
         if not svm.certified:
-            notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.kkt.worst:.2e} > "
+            notes.append(f"the NTP-SVM solve missed its tolerance: worst KKT residual {svm.certificate.worst:.2e} > "
                          f"{svm.tol:g} (status {svm.status})")
     else:
         notes.append("not NTP-separable: " + sep.reason)
@@ -234,7 +287,7 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
 def _norm_svms(data: NTPData, norms, separable: bool, svm, seconds: dict, notes: list, say) -> dict:
     """norm -> its NTP-SVM result, or a string saying why there is none."""
     from ..errors import NotSeparableError, SolverError
-    from .norm_svm import norm_svm
+    from .margins.norm_svm import norm_svm
     from .norms import check_norm
 
     out = {}

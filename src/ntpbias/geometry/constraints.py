@@ -143,7 +143,8 @@ class LogitGaps:
 
 @dataclass(frozen=True, eq=False)
 class NTPConstraints:
-    """The reduced (anchor) form of the NTP conditions (docs/paper-a-linear-ntp.md#objects, §2.4, §3.2).
+    """The reduced (anchor) form of the NTP conditions (eqs. (4), (6a), (6b) and Def. 3 of paper A;
+    docs/paper-a-linear-ntp.md#objects).
 
     For each context j fix the anchor z_j = the smallest token of S_j. Then
 

@@ -13,8 +13,8 @@ nuclear    Σ σ_i                          spectral
 ========== ============================== ===========
 
 The dual norm is ||G||_* = max{<G, D> : ||D|| <= 1}; Hölder's inequality <G, W> <= ||G||_* ||W|| is tight for
-every G, which is what the certificates of :mod:`ntpbias.geometry.norm_svm` and the steepest-descent directions of
-:mod:`ntpbias.training.steepest` rely on.
+every G, which is what the certificates of :mod:`ntpbias.geometry.margins.norm_svm` and the steepest-descent directions
+of :mod:`ntpbias.training.steepest` rely on.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ compatibility and NTP-separability are the same, and so are the logit gaps of th
 scale as 1/c, the maximum normalized margin 1/||W^mm|| as c, and the NTP-SVM multipliers as 1/c²
 (docs/paper-a-linear-ntp.md; docs/errors-and-limits.md). Solvers, however, have absolute tolerances (an LP's
 feasibility tolerance, an eigenvalue cutoff, a divergence test), and H H^T over- or underflows for extreme scales.
-So the entry points (:func:`~ntpbias.geometry.subspace.subspace`, :func:`~ntpbias.geometry.separability.
-ntp_separability`, :func:`~ntpbias.geometry.svm.ntp_svm`, :func:`~ntpbias.geometry.analysis.analyze`) work on
-:func:`normalized` data, H / s with s a power of two (the division is exact), and report W / s: the same answer
+So the entry points (:func:`~ntpbias.geometry.linear.subspace.subspace`, :func:`~ntpbias.geometry.separability.verdict.
+ntp_separability`, :func:`~ntpbias.geometry.margins.program.ntp_svm`, :func:`~ntpbias.geometry.analysis.analyze`) work
+on :func:`normalized` data, H / s with s a power of two (the division is exact), and report W / s: the same answer
 to the last bit for every c = 2^k, and to round-off for any c.
 
 Data whose largest embedding entry lies in :data:`UNIT_BAND` are used as they are (s = 1; every dataset of the

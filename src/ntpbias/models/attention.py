@@ -1,4 +1,5 @@
-"""The cls-attention classifiers of paper B (docs/paper-b-attention.md#objects, §6) as torch modules.
+"""The cls-attention classifiers of paper B (eqs. (1) and (17) of paper B; docs/paper-b-attention.md#objects) as torch
+modules.
 
 * :class:`OneLayerAttention`, eq. (1): f(X; p, E) = softmax(p^T E_X^T) E_X v, the ``<cls>`` embedding p acting
   only as the query (it is not a key or value, docs/paper-b-attention.md#decisions);
@@ -11,8 +12,9 @@ changes nothing. The readout's backward uses the stable weight form of docs/pape
 (:class:`_StableReadout`), so autograd stays accurate when the attention concentrates (large ||p||). v is fixed (a
 buffer, the theory's default) or trained (``train_v=True``). Parameters are float64 by default and drawn from the
 theory's initialisation (:func:`theory_init`): E_s, p ~ N(0, I_d/d), v uniform on the unit sphere. Training uses
-autograd; the closed-form gradients of model (1) for the theory checks live in :mod:`ntpbias.geometry.attention`,
-which shares :func:`readout_terms` and :func:`theory_init` with these modules.
+autograd; the closed-form gradients of model (1) for the theory checks live in
+:mod:`ntpbias.geometry.attention.stage_one`, which shares :func:`readout_terms` and :func:`theory_init` with these
+modules.
 """
 
 from __future__ import annotations

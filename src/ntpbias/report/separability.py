@@ -9,8 +9,8 @@ from matplotlib import colormaps
 from ..experiments.separability import configurations, critical
 from ..experiments.separability.runs import BANDS_UP_TO, transition_size
 from ..experiments.separability.scaling import compare, pairs
-from ..geometry.subspace import counting_bound
-from ..geometry.thresholds import separability_threshold
+from ..geometry.linear.subspace import counting_bound
+from ..geometry.separability.thresholds import separability_threshold
 from ..stats import cover_cdf, fraction_curve, median_ci, wilson
 from .figures import new_figure
 from .plots import plot

@@ -1,14 +1,14 @@
-"""Training the attention models of paper B on the shared engine (docs/paper-b-attention.md#objects, §7).
+"""Training paper B's attention models on the shared engine (Sec. 5, App. D; docs/paper-b-attention.md#algorithms).
 
 Two :class:`~ntpbias.training.loop.Problem` implementations:
 
 * :class:`StageTwoProblem`: stage 2 of the theory, the flow (9) on the ``<cls>`` embedding p with E frozen at
   E¹ (one GD step from the theory initialisation, eq. (4)), discretised by GD (faithful, slow in direction) or
   normalized GD (the same curve up to a time change, docs/paper-b-attention.md#decisions); closed-form gradient of
-  :func:`~ntpbias.geometry.attention.loss_and_grad_p` (stable weight form, no autograd).
+  :func:`~ntpbias.geometry.attention.stage_one.loss_and_grad_p` (stable weight form, no autograd).
   :func:`train_stage_two` runs it.
 * :class:`ClassifierProblem`: joint training of all parameters of the one-layer (eq. (1)) or two-layer (eq. (17))
-  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of §5 / App. D: AdamW, batch 128, step
+  :mod:`~ntpbias.models.attention` modules with minibatches (the experiments of Sec. 5 / App. D: AdamW, batch 128, step
   decay per epoch). Model (1)'s gradient is the closed-form rank-2 one (O(n_batch T + |S| d) per step, no (n, T, d)
   tensor); model (17)'s is autograd over length groups of the minibatch (:func:`length_groups`). Each epoch visits a
   fresh permutation of the sequences, drawn from the run's generator *without advancing it* (a per-epoch generator
@@ -32,7 +32,7 @@ from torch import nn
 
 from .._tensor import DEFAULT_DTYPE
 from ..data.tokens import TokenSequences, token_statistics
-from ..geometry.attention import StageOne, loss_and_grad_p
+from ..geometry.attention.stage_one import StageOne, loss_and_grad_p
 from ..metrics import cosine
 from ..models.attention import (
     OneLayerAttention,
@@ -63,7 +63,7 @@ class StageTwoProblem:
         The training data (the same for every run).
     references : sequence of (d,) tensors, optional
         Per run, the max-margin solution p̂ the iterates are compared with (Lemma 4.5's
-        :func:`~ntpbias.geometry.attention.important_svm` under Assumption 1); enables ``cos_mm`` and
+        :func:`~ntpbias.geometry.attention.stage_one.important_svm` under Assumption 1); enables ``cos_mm`` and
         ``margin_mm``.
     relevant : LongTensor (n,), optional
         s*_X per sequence (Assumption 1); enables ``selection_accuracy`` and ``loss_above_floor``.
@@ -167,7 +167,7 @@ def train_stage_two(stages: StageOne | Sequence[StageOne], ds: TokenSequences, *
     Examples
     --------
     >>> from ntpbias.data.tokens import sample_assumption1
-    >>> from ntpbias.geometry.attention import stage_one
+    >>> from ntpbias.geometry.attention.stage_one import stage_one
     >>> ds = sample_assumption1(seed=0)
     >>> st = stage_one(ds, d=256, eta0=200.0, seed=0)
     >>> h = train_stage_two(st, ds, steps=50, log_points=3)

@@ -29,8 +29,8 @@ import torch
 from ..data.sentences import NTPSamples
 from ..data.structure import DatasetStructure, analyze_structure
 from ..errors import DataError, NotSeparableError
-from ..geometry.svm import SVMResult
-from ..geometry.transformer import token_basis, wkq_star, wov_star
+from ..geometry.margins.program import SVMResult
+from ..geometry.transformer.optimum import token_basis, wkq_star, wov_star
 from ..metrics import cosine, frobenius
 from ..models.transformer import (
     TransformerInputs,

@@ -3,8 +3,8 @@
 :class:`UFMProblem` is a :class:`~ntpbias.training.loop.Problem`: the parameters are the word embeddings W (B, V, d)
 and one embedding per distinct context H (B, m, d), batched over seeds B, from a small random initialisation
 N(0, init_scale²); the loss is CE(W H^T) + (λ/2)(||W||² + ||H||²) at a fixed λ >= 0 with the closed-form gradient of
-:func:`~ntpbias.geometry.ufm.ufm_loss_grad`. Every optimizer of the engine (GD, normalized GD, Adam, AdamW) and SGD-free
-full-batch training apply unchanged.
+:func:`~ntpbias.geometry.ufm.logits.ufm_loss_grad`. Every optimizer of the engine (GD, normalized GD, Adam, AdamW) and
+SGD-free full-batch training apply unchanged.
 
 The logged metrics compare the logits and Gram matrices of the iterates with the logit-space predictions (the finite
 part L*, the nuclear-norm NTP-SVM L^mm, the SVD of the centred support matrix): never raw coordinates, which are
@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from ..data.ntp import NTPData
-from ..geometry.logit_svm import LogitSVMResult, nuclear_svm
-from ..geometry.ufm import (
+from ..geometry.margins.result import SVMResult
+from ..geometry.ufm.logit_svm import nuclear_svm
+from ..geometry.ufm.logits import (
     SupportSVD,
     collapse,
     gram_alignment,
@@ -45,7 +46,7 @@ class UFMReference:
     Attributes
     ----------
     svm : the certified nuclear-norm NTP-SVM L^mm; ``mm_U`` (V, r): its left singular vectors (the support-pattern
-        word subspace of :func:`~ntpbias.geometry.ufm.subspace_collapse`)
+        word subspace of :func:`~ntpbias.geometry.ufm.logits.subspace_collapse`)
     support : the SVD of the centred support matrix S̃
     groups : (m,) the support set of each context
     word_gram, context_gram : the predicted Gram directions (L^mm L^mm^T)^{1/2} and (L^mm^T L^mm)^{1/2}
@@ -54,7 +55,7 @@ class UFMReference:
     L_opt : (V, m) the optimum at the training λ when known (for ``dist_opt``), else None
     """
 
-    svm: LogitSVMResult
+    svm: SVMResult
     support: SupportSVD
     groups: torch.Tensor
     word_gram: torch.Tensor
@@ -66,8 +67,8 @@ class UFMReference:
     L_opt: torch.Tensor | None = None
 
     @classmethod
-    def of(cls, data: NTPData, *, solver: str = "auto", svm: LogitSVMResult | None = None) -> UFMReference:
-        from ..geometry.loss import logit_cross_entropy_grad
+    def of(cls, data: NTPData, *, solver: str = "auto", svm: SVMResult | None = None) -> UFMReference:
+        from ..geometry.linear.loss import logit_cross_entropy_grad
 
         svm = svm if svm is not None else nuclear_svm(data, solver)
         word, context = predicted_grams(svm.L)

@@ -11,8 +11,8 @@ a unit a orthogonal to the rows of W and H (it exists while d > rank), which dec
 (the escape of Burer-Monteiro factorizations), and Newton resumes.
 
 Each point is certified by its first-order conditions, ``grad_rel`` = ||∇f|| / (λ ||(W, H)||) <= ``tol``, and by the
-global certificate of :func:`~ntpbias.geometry.ufm.optimality_certificate`: ||∇CE||_op <= λ (up to ``tol``) and the
-duality gap of the convex problem min CE(L) + λ||L||_*, which the factored problem equals when d >= rank(L) (the
+global certificate of :func:`~ntpbias.geometry.ufm.logits.optimality_certificate`: ||∇CE||_op <= λ (up to ``tol``) and
+the duality gap of the convex problem min CE(L) + λ||L||_*, which the factored problem equals when d >= rank(L) (the
 variational form of the nuclear norm).
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..data.ntp import NTPData
-from ..geometry.loss import logit_cross_entropy_grad
-from ..geometry.ufm import optimality_certificate, ufm_logits
+from ..geometry.linear.loss import logit_cross_entropy_grad
+from ..geometry.ufm.logits import optimality_certificate, ufm_logits
 from .ufm import init_embeddings
 
 #: relative gradient norm a path point must reach
@@ -196,11 +196,43 @@ def solve_point(X: torch.Tensor, data: NTPData, lam: float, *, tol: float = PATH
 
 def regularization_path(data: NTPData, lambdas, *, seeds: list[int], d: int, init_scale: float = 1e-2,
                         tol: float = PATH_TOL, progress=None) -> list[UFMPathPoint]:
-    """(W_λ, H_λ) for each λ of ``lambdas`` (sorted decreasingly), batched over ``seeds`` (module docstring).
+    """The regularization path of the log-bilinear model: (W_λ, H_λ) for each λ, batched over seeds (docs/ufm.md).
 
-    Warm starts: the first point from each seed's small random initialisation, the second from the first, every later
-    one from the linear extrapolation in log λ of the two before it (the solutions move smoothly along the path).
-    ``progress``: optional callable receiving a description of each point.
+    Each point minimizes CE(W H^T) + (λ/2)(||W||² + ||H||²) by batched trust-region Newton-CG and is certified as a
+    *global* optimum (relative gradient, ||∇CE||_op <= λ, the convex problem's duality gap). Warm starts: the first
+    point from each seed's small random initialisation, the second from the first, every later one from the linear
+    extrapolation in log λ of the two before it.
+
+    Parameters
+    ----------
+    data : NTPData
+        The dataset (its ``H`` is ignored: every context gets a trained embedding).
+    lambdas : iterable of float
+        The regularization strengths, solved from the largest down.
+    seeds : list of int
+        One initialisation per seed, solved as one batch.
+    d : int
+        Embedding dimension of W (V x d) and H (m x d).
+    init_scale : float
+        Scale of the random initialisation.
+    tol : float
+        Tolerance of the certificate.
+    progress : callable, optional
+        Receives a description of each point.
+
+    Returns
+    -------
+    list of UFMPathPoint
+        One point per λ (decreasing): ``W`` (B, V, d), ``H`` (B, m, d), ``certificate`` (each entry one value per
+        seed), ``certified``.
+
+    Examples
+    --------
+    >>> from ntpbias.data.planted import planted_supports
+    >>> data = planted_supports(V=6, sizes=(2, 3), contexts=2, seed=0)
+    >>> path = ufm_regularization_path(data, [1e-1, 1e-2], seeds=[0], d=4)
+    >>> [p.lam for p in path], all(p.certified for p in path)
+    ([0.1, 0.01], True)
     """
     params = init_embeddings(data, seeds, d, init_scale)
     X = torch.cat([params["W"], params["H"]], dim=-2)

@@ -8,15 +8,15 @@ import numpy as np
 import torch
 
 from ..._tensor import resolve_device
-from ...geometry import attention as ga
-from ...geometry import selection as gs
+from ...geometry.attention import selection as gs
+from ...geometry.attention import stage_one as ga
 from ...results import Check, check_at_least, check_at_most
 from ...training.history import History
 from .config import StageTwoConfig
 from .data import TokenData
 from .runs import StageTwoRun, correlations, level_means
 
-SRC_FIG = "Figs. 1-3 and §5 of paper B"
+SRC_FIG = "Figs. 1-3 and Sec. 5 of paper B"
 
 
 #: Pattern levels on K-level data, set below the worst of the calibration runs (calibration/attention.py: data seeds
@@ -202,8 +202,8 @@ def lemma41_checks(arrays: dict[str, np.ndarray]) -> list[Check]:
 
 
 def stage_one_checks(cfg: StageTwoConfig, data: TokenData, eta0s: tuple[float, ...] = (1.0, 100.0)) -> list[Check]:
-    """Output after step 1 (Lemma B.2's leading order, docs/paper-b-attention.md#theory-checks, at η₀ = 1 and 100 as the
-    spec calibrates it) and Lemma B.1's norms, on the stage-2 data and seeds."""
+    """Output after step 1 (Lemma B.2's leading order, docs/paper-b-attention.md#theory-checks, B-C6, at η₀ = 1 and
+    100) and Lemma B.1's norms, on the stage-2 data and seeds."""
     ds, d = data.ds, cfg.model.d
     dev, decrease, b1 = 0.0, -math.inf, True
     for eta0 in eta0s:  # a few stage-1 steps: (η₀, seed) pairs

@@ -9,7 +9,7 @@ from typing import ClassVar
 from ..._tensor import DTYPES
 from ...config import Config, setting
 from ...data.tokens import KLevelLaw, power_level_sizes
-from ...geometry.svm import SOLVERS
+from ...geometry.margins.program import SOLVERS
 from ...limits import nbytes
 from ...training.attention import MODELS
 from ...training.loop import TrainConfig

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..._tensor import resolve_device
-from ...geometry import selection as gs
+from ...geometry.attention import selection as gs
 from ...io import ensure_dir, write_npz, write_text
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ...training.history import History

@@ -15,8 +15,8 @@ import torch
 from ..._tensor import DTYPES, resolve_device, to_numpy
 from ...data.tokens import TokenSequences, relevant_tokens, token_statistics
 from ...errors import DataError
-from ...geometry import attention as ga
-from ...geometry import selection as gs
+from ...geometry.attention import selection as gs
+from ...geometry.attention import stage_one as ga
 from ...limits import check_memory
 from ...stats import pearson, spearman
 from ...training.attention import (

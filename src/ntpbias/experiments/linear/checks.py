@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ...data.ntp import NTPData
-from ...geometry.loss import cross_entropy, smoothness_bound
+from ...geometry.linear.loss import cross_entropy, smoothness_bound
 from ...results import Check, check_at_least, check_at_most
 from ...training.history import History
 from ...training.linear import LinearNTPProblem, LinearReference

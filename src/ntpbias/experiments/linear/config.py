@@ -12,7 +12,7 @@ from ..._tensor import DTYPES
 from ...config import Config, setting
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp, two_d_example
-from ...geometry.svm import SOLVERS
+from ...geometry.margins.program import SOLVERS
 from ...limits import nbytes
 from ...training.loop import TrainConfig
 from ...training.optimizers import OptimizerConfig

@@ -9,7 +9,7 @@ import torch
 
 from ..._tensor import to_numpy
 from ...data.ntp import NTPData
-from ...geometry.regpath import regularization_path
+from ...geometry.linear.regpath import regularization_path
 from ...io import ensure_dir, write_npz
 from ...metrics import cosine
 from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_least

@@ -8,7 +8,7 @@ import torch
 
 from ..._tensor import DTYPES, resolve_device
 from ...data.ntp import NTPData
-from ...geometry.loss import smoothness_bound
+from ...geometry.linear.loss import smoothness_bound
 from ...io import ensure_dir, write_npz
 from ...results import FigureSpec, RunResult, Section
 from ...training.history import History

@@ -5,12 +5,12 @@ trains gradient descent, normalized steepest descent in the l2, linf (sign desce
 Muon, Adam (β1 < β2 and β1 = β2) and Adagrad on one-hot multiclass data (where the max-margin results of Gunasekar et
 al. 2018 and Fan, Schmidt & Thrampoulidis 2025 apply: theorem checks), on paper A's Fig. 4 data and on Shakespeare
 (NTP data: findings, stated as conjectures), and measures every iterate in every norm against the NTP-SVM of that
-norm (:mod:`ntpbias.geometry.norm_svm`). See docs/optimizers.md.
+norm (:mod:`ntpbias.geometry.margins.norm_svm`). See docs/optimizers.md.
 
 Figures: ``optimizers-onehot``, ``optimizers-fig4``, ``optimizers-shakespeare`` (margin ratio against steps, one panel
 per norm, one curve per optimizer). Decisions (docs/optimizers.md#decisions): decaying steps η_t = η0 (t+1)^-1/2
 with η0 matching the Frobenius length of a step across norms, Adam's and Adagrad's ε -> 1e-300, Muon with β = 0.9
-and Muon's quintic Newton-Schulz, the cancellation-free gradient of :mod:`ntpbias.geometry.excess`.
+and Muon's quintic Newton-Schulz, the cancellation-free gradient of :mod:`ntpbias.geometry.linear.excess`.
 """
 
 from .checks import f_part_check, findings, onehot_checks, sanity_checks

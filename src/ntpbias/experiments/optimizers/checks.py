@@ -1,5 +1,5 @@
 """The norms study's checks and findings: pure functions of the histories, the data and the NTP-SVMs
-(docs/optimizers.md#checks).
+(docs/optimizers.md#what-the-measurements-show).
 
 * One-hot data (where the known results apply): for every optimizer with a known limit, its normalized margin in that
   norm relative to the norm's maximum at the last step is held to a level calibrated on other one-hot datasets
@@ -9,7 +9,7 @@
 * NTP data: the same measurements are findings, each stated as the conjecture it supports or not ("sign descent
   converges to the linf NTP-SVM"), in a table, never graded.
 * Every dataset: the NTP-SVMs are certified, no margin ratio exceeds 1 (the maximum is the maximum), and for every
-  optimizer that reaches the entropy ||P_F(W_k) - W*|| obeys the bound of :mod:`ntpbias.geometry.fbound`.
+  optimizer that reaches the entropy ||P_F(W_k) - W*|| obeys the bound of :mod:`ntpbias.geometry.linear.fbound`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...data.ntp import NTPData
-from ...geometry.fbound import f_error_bound
-from ...geometry.loss import smoothness_bound
+from ...geometry.linear.fbound import f_error_bound
+from ...geometry.linear.loss import smoothness_bound
 from ...results import Check, Table, check_at_least, check_at_most
 from ...training.history import History
 from .config import MEMBERS, NormsConfig
@@ -120,7 +120,7 @@ def onehot_checks(dataset: str, histories: list[History], configs: dict[str, Nor
 def sanity_checks(dataset: str, histories: list[History], ref: NormsReference) -> list[Check]:
     """The NTP-SVMs are certified, and no iterate beats a norm's maximum margin."""
     solved = {n: r for n, r in ref.svm.items() if r is not None}
-    worst = max((r.kkt.worst for r in solved.values()), default=float("nan"))
+    worst = max((r.certificate.worst for r in solved.values()), default=float("nan"))
     out = [Check(f"{dataset}: NTP-SVMs certified", f"the NTP-SVM of each norm ({', '.join(solved)}) is certified by "
                  "its recomputed certificate (KKT for l2; primal feasibility, dual-norm bound and duality gap "
                  "otherwise)",

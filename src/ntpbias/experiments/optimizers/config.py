@@ -1,5 +1,5 @@
 """The norms study's run config (one training of a linear NTP model by one optimizer, measured in every norm), the
-datasets, the optimizer roster and the scales (docs/optimizers.md#experiments)."""
+datasets, the optimizer roster and the scales (docs/optimizers.md#measurements)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class NormsModelConfig(LinearModelConfig):
 class NormsConfig(RunConfig):
     """One training run of the norms study (``ntpbias train``; the defaults are sign descent on the one-hot data).
 
-    The gradient is computed without cancellation (:func:`~ntpbias.geometry.excess.excess_loss_grad`), so the
+    The gradient is computed without cancellation (:func:`~ntpbias.geometry.linear.excess.excess_loss_grad`), so the
     normalized and adaptive optimizers keep a faithful direction far into the separable regime, and every logged step
     measures the margin of P_⊥(W_k) in each norm relative to that norm's NTP-SVM (``margin_ratio_<norm>``), the distance
     to the NTP-SVM direction where it is unique (``dist_<norm>``), CE - H and ||P_F(W_k) - W*||.

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import DataError
-from ...geometry.loss import smoothness_bound
+from ...geometry.linear.loss import smoothness_bound
 from ...geometry.norms import NORMS
 from ...io import ensure_dir
 from ...results import RunResult, Section, Table

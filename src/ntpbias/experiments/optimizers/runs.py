@@ -14,9 +14,9 @@ import torch
 from ..._tensor import DTYPES, resolve_device, to_numpy
 from ...data.ntp import NTPData
 from ...errors import NotSeparableError, SolverError
-from ...geometry.excess import excess_loss_grad
-from ...geometry.subspace import DataSubspace, subspace
-from ...geometry.svm import ntp_svm
+from ...geometry.linear.excess import excess_loss_grad
+from ...geometry.linear.subspace import DataSubspace, subspace
+from ...geometry.margins.program import ntp_svm
 from ...io import ensure_dir, write_npz
 from ...metrics import cosine, frobenius, norm_margin_metrics
 from ...results import FigureSpec, RunResult, Section, Table
@@ -62,7 +62,7 @@ class NormsReference:
 
 
 def norm_references(data: NTPData, norms, solver: str = "auto") -> NormsReference:
-    """F, W* and the NTP-SVM in each of ``norms`` (certified; see :func:`~ntpbias.geometry.svm.ntp_svm`)."""
+    """F, W* and the NTP-SVM in each of ``norms`` (certified; see :func:`~ntpbias.geometry.margins.program.ntp_svm`)."""
     out, notes = {}, []
     for norm in norms:
         try:
@@ -85,7 +85,7 @@ def svm_table(name: str, ref: NormsReference) -> Table:
         if r is None:
             rows.append((norm, None, None, None, None, "not solved", None))
             continue
-        worst = r.kkt.worst
+        worst = r.certificate.worst
         unique = True if norm == "l2" else r.unique
         verdict = {True: "yes", False: "no", None: "undecided"}[unique]
         rows.append((norm, r.norm, 1 / r.norm, worst, r.certified, verdict, r.solve_seconds))

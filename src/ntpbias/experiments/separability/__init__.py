@@ -1,5 +1,5 @@
-"""The NTP-separability phase transition (open question 1 of paper A; docs/paper-a-linear-ntp.md#objects, §2.6, §2.7,
-§11.1).
+"""The NTP-separability phase transition (open question 1 of paper A, Sec. 7; Lemma 1 and Remark 1 of paper A;
+docs/paper-a-linear-ntp.md#objects and docs/separability.md).
 
 For Gaussian context embeddings h̄_j ~ N(0, I_d) and uniformly random supports S_j of size k = |S_j| in a
 vocabulary of V tokens (Dirichlet(1) probabilities on them), how does the probability that the data are
@@ -17,9 +17,9 @@ Design (decisions where the paper is silent):
   checked on the scanned trials. For every d the first d coordinates are an i.i.d. Gaussian m x d matrix, so
   the fraction of trials with d* <= d estimates the probability at d without bias (the curve over d is an
   empirical CDF, its points correlated).
-* **Verdicts.** Separability by :func:`ntpbias.geometry.separability.ntp_separability` (an LP with a certificate
+* **Verdicts.** Separability by :func:`ntpbias.geometry.separability.verdict.ntp_separability` (an LP with a certificate
   either way: a separating W checked to margin 1, or Gordan multipliers); compatibility by
-  :func:`ntpbias.geometry.subspace.subspace` (residual of the minimum-norm solution of eq. (4)). The number of
+  :func:`ntpbias.geometry.linear.subspace.subspace` (residual of the minimum-norm solution of eq. (4)). The number of
   certified separability verdicts is reported; compatibility residuals of the two verdict classes are reported
   side by side (a wide gap means the tolerance decides nothing).
 * **Threshold.** The empirical threshold is the median of the critical ratios r* = d*/m (the d/m at which half
@@ -36,8 +36,8 @@ Design (decisions where the paper is silent):
   (k - 1)/(V - 1). It is drawn on the figures and checked on every trial.
 * **The large-m study (paper scale).** Every V in {2, 3, 5, 10, 20} with k in {1, 2, V/2, V - 1} at m = 50, 100,
   200, 400 (800 for some): the thresholds are extrapolated to m -> ∞ with t_∞ + a/m and compared with the prediction
-  δ*(V, k) of :mod:`ntpbias.geometry.thresholds` (our derivation; Cover's 1/2 at V = 2, the one graded comparison)
-  and with the counting bound (:mod:`.scaling`; docs/separability.md).
+  δ*(V, k) of :mod:`ntpbias.geometry.separability.thresholds` (our derivation; Cover's 1/2 at V = 2, the one graded
+  comparison) and with the counting bound (:mod:`.scaling`; docs/separability.md).
 """
 
 from .checks import config_checks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...geometry.subspace import counting_bound
+from ...geometry.linear.subspace import counting_bound
 from ...results import Check, Table, check_at_least
 from ...stats import cover_cdf, cover_median_ratios, dkw_bound, fraction_curve, median_ci
 from .runs import TrialResult, summarize

@@ -9,7 +9,7 @@ from dataclasses import asdict, fields
 import numpy as np
 
 from ...errors import ConfigError
-from ...geometry.thresholds import separability_threshold
+from ...geometry.separability.thresholds import separability_threshold
 from ...io import ensure_dir, write_text
 from ...parallel import ExecutorConfig
 from ...results import FigureSpec, RunResult, Section, Table
@@ -212,11 +212,11 @@ def run_group(ctx: RunContext) -> RunResult:
     if len({c.m for c in configs}) > 1:
         section.tables.extend(study_tables(rows))
         section.checks.extend(study_checks(rows))
-    section.notes.append("The large-m prediction δ* = (k - 1 + E|A|)/(V - 1) (ntpbias.geometry.thresholds) is our "
-                         "derivation (a cone-counting argument at the symmetric overlap, not a proof; exact for V = 2 "
-                         "by Cover's theorem). No published formula for the exact one-hot threshold with three or "
-                         "more classes was found (Tan and Bellec 2023, §4, list it as open); see "
-                         "docs/paper-a-linear-ntp.md#decisions, A-D19.")
+    section.notes.append("The large-m prediction δ* = (k - 1 + E|A|)/(V - 1) "
+                         "(ntpbias.geometry.separability.thresholds) is our derivation (a cone-counting argument at "
+                         "the symmetric overlap, not a proof; exact for V = 2 by Cover's theorem). No published "
+                         "formula for the exact one-hot threshold with three or more classes was found (Tan and Bellec"
+                         " 2023, Sec. 4, list it as open); see docs/paper-a-linear-ntp.md#decisions, A-D19.")
     total, certified = sum(s["lp_solves"] for _, s in summaries), sum(s["certified"] for _, s in summaries)
     section.facts.update({"datasets": len(results), "separability verdicts (LPs)": total,
                           "certified verdicts": certified, "executor": executor.describe(),

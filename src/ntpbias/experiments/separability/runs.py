@@ -20,9 +20,9 @@ import numpy as np
 
 from ...data.ntp import NTPData
 from ...data.synthetic import random_ntp
-from ...geometry.separability import ntp_separability, smallest_true, smallest_true_from
-from ...geometry.subspace import counting_bound, dim_F, subspace, support_count_bound
-from ...geometry.thresholds import separability_threshold
+from ...geometry.linear.subspace import counting_bound, dim_F, subspace, support_count_bound
+from ...geometry.separability.thresholds import separability_threshold
+from ...geometry.separability.verdict import ntp_separability, smallest_true, smallest_true_from
 from ...parallel import ExecutorConfig, map_tasks
 from ...stats import median_ci
 from .config import SeparabilityConfig
@@ -58,9 +58,10 @@ class TrialResult:
     Attributes
     ----------
     d_sep, d_comp : smallest d with NTP-separable / NTP_H-compatible data (d_comp = 0 for one-hot supports)
-    d_comp_bound : the support-count lower bound on d_comp (:func:`~ntpbias.geometry.subspace.support_count_bound`)
-    solves, certified : separability verdicts computed and how many carried a certificate within tolerance
-    residual_compatible, residual_incompatible : largest compatibility residual among compatible verdicts and
+    d_comp_bound : the support-count lower bound on d_comp
+    (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`) solves, certified : separability verdicts computed
+    and how many carried a certificate within tolerance residual_compatible, residual_incompatible : largest
+    compatibility residual among compatible verdicts and
         smallest among incompatible ones (NaN when none)
     scanned, consistent : whether the consistency scan ran, and whether its verdicts switched exactly at d*
     seconds : time of the trial
@@ -96,13 +97,13 @@ def trial_dataset(task: Trial, d: int | None = None) -> NTPData:
 
 def critical_dimensions(task: Trial) -> TrialResult:
     """The trial's critical dimensions (module docstring), searched from the trial's guesses
-    (:func:`~ntpbias.geometry.separability.smallest_true_from`; plain bisection without one); optionally a scan
+    (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`; plain bisection without one); optionally a scan
     around them.
 
     Compatibility is decided by rank: with generic (Dirichlet) probabilities the equations (4) are solvable almost
-    surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.subspace.dim_F`, no Gram
-    matrix). On scanned trials the residual test of :func:`~ntpbias.geometry.subspace.subspace` is computed too and
-    must agree with it (its residuals are the ``residual_*`` columns).
+    surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.linear.subspace.dim_F`, no Gram
+    matrix). On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
+    and must agree with it (its residuals are the ``residual_*`` columns).
     """
     t0 = time.perf_counter()
     full = trial_dataset(task)
@@ -167,9 +168,10 @@ class Guess:
 
 
 def predicted_guess(V: int, k: int, m: int) -> Guess:
-    """Guesses from theory alone: round(δ*(V, k) m) (:func:`~ntpbias.geometry.thresholds.separability_threshold`),
-    just above the counting bound for compatibility, and a first step of about sqrt(m)/4 (d* spreads like
-    sqrt(m): for one-hot binary labels its standard deviation is sqrt(m - 1)/2, Cover's law)."""
+    """Guesses from theory alone: round(δ*(V, k) m)
+    (:func:`~ntpbias.geometry.separability.thresholds.separability_threshold`), just above the counting bound for
+    compatibility, and a first step of about sqrt(m)/4 (d* spreads like sqrt(m): for one-hot binary labels its standard
+    deviation is sqrt(m - 1)/2, Cover's law)."""
     return Guess(max(1, round(separability_threshold(V, k) * m)), max(1, math.ceil(counting_bound(V, k) * m) + 1),
                  max(1, round(math.sqrt(m) / 4)))
 

@@ -15,9 +15,9 @@ looking at the data and its residuals are compared with those of t_∞ + a/sqrt(
 A size whose median sits at d* = m (the ceiling of Lemma 1: more than half the datasets need every dimension) says
 only that the threshold is at least 1 and is left out of the fit.
 
-Each extrapolation is compared with the prediction δ*(V, k) of :mod:`ntpbias.geometry.thresholds` (our derivation;
-exact, by Cover's theorem, for V = 2, k = 1) by z = (t_∞ - δ*)/se(t_∞): "agrees" when |z| <= 1.96. Compatibility
-is compared the same way with the counting bound (k - 1)/(V - 1) (a lower bound: our derivation).
+Each extrapolation is compared with the prediction δ*(V, k) of :mod:`ntpbias.geometry.separability.thresholds` (our
+derivation; exact, by Cover's theorem, for V = 2, k = 1) by z = (t_∞ - δ*)/se(t_∞): "agrees" when |z| <= 1.96.
+Compatibility is compared the same way with the counting bound (k - 1)/(V - 1) (a lower bound: our derivation).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from ...data.synthetic import random_supports
-from ...geometry.subspace import counting_bound, support_count_bound
-from ...geometry.thresholds import separability_threshold
+from ...geometry.linear.subspace import counting_bound, support_count_bound
+from ...geometry.separability.thresholds import separability_threshold
 from ...stats import FiniteSizeFit, finite_size_fit, median_ci
 from .runs import Guess, configurations, critical, predicted_guess
 
@@ -129,8 +129,8 @@ def excess(rows: list[dict], V: int, k: int, which: str = "d_sep") -> list[tuple
 
 def support_bound_ratio(V: int, k: int, m: int, draws: int = 4, seed: int = 0) -> float:
     """Mean over ``draws`` random support patterns (m contexts, uniform k-subsets of V tokens) of the support-count
-    bound on d*_comp divided by m (:func:`~ntpbias.geometry.subspace.support_count_bound`): no embeddings, no LP, so
-    it reaches sizes far beyond the trials and shows how fast the bound approaches (k - 1)/(V - 1)."""
+    bound on d*_comp divided by m (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`): no embeddings, no LP,
+    so it reaches sizes far beyond the trials and shows how fast the bound approaches (k - 1)/(V - 1)."""
     gen = torch.Generator().manual_seed(seed)
     return float(np.mean([support_count_bound(random_supports(m, V, k, gen)) / m for _ in range(draws)]))
 

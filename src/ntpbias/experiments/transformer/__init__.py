@@ -23,7 +23,7 @@ sizes cannot be batched; figures show the mean and the min-max band. The quick a
 the paper scale adds a 6000-step stage 2 on Example 1 for Lemma 7 (t_0 = 2080).
 """
 
-from ...geometry.transformer import KIND_NC, KIND_OPT, UnseenInputs, theorem3_inputs
+from ...geometry.transformer.optimum import KIND_NC, KIND_OPT, UnseenInputs, theorem3_inputs
 from .checks import EXAMPLE1_COS, EXAMPLE1_NORM_900, example1_checks, theory_checks
 from .config import (
     ALGORITHMS,

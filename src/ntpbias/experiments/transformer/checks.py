@@ -8,7 +8,8 @@ import math
 import numpy as np
 import torch
 
-from ...geometry import transformer as th
+from ...geometry.transformer import bounds as tb
+from ...geometry.transformer import optimum as th
 from ...results import Check, check_at_least, check_at_most
 from ...training.transformer import predict
 from .runs import SeedRun, at, series
@@ -42,10 +43,10 @@ def reference_checks(label: str, runs: list[SeedRun]) -> list[Check]:
     kq = [r.task.W_kq_star for r in runs]
     if all(s is not None for s in ov):
         out.append(check_at_most(f"{label}: W_ov* certified", "KKT residuals of eq. (2)'s QP (worst)",
-                                 max(s.kkt.worst for s in ov), max(s.tol for s in ov), src))
+                                 max(s.certificate.worst for s in ov), max(s.tol for s in ov), src))
     if all(s is not None for s in kq):
         out.append(check_at_most(f"{label}: W_kq* certified", "KKT residuals of eq. (3)'s QP (worst)",
-                                 max(s.kkt.worst for s in kq), max(s.tol for s in kq), src))
+                                 max(s.certificate.worst for s in kq), max(s.tol for s in kq), src))
     return out
 
 
@@ -92,15 +93,15 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         dev_norm.append((np.abs(norm[pos] - exact.norm[pos]) / exact.norm[pos]).max(initial=0.0))
         dev_loss.append((np.abs(loss - exact.loss_L0) / exact.loss_L0).max())
         star = t.W_ov_star.norm
-        lo, hi = th.ngd_norm_bounds(steps[two], r.eta0, star)
+        lo, hi = tb.ngd_norm_bounds(steps[two], r.eta0, star)
         slack.append(min((norm[two] - lo).min(initial=np.inf), (hi - norm[two]).min(initial=np.inf)))
-        bound = th.prop1_cos_lower(steps[two], r.eta0, star, t.V)
+        bound = tb.prop1_cos_lower(steps[two], r.eta0, star, t.V)
         cos_gap.append((cos[two] - bound).min(initial=np.inf))
         cos_bound_T.append(float(bound[-1]) if bound.size else math.nan)
-        loss_ratio.append((loss[two] / th.prop1_loss_upper(steps[two], r.eta0, star, t.V)).max(initial=0.0))
+        loss_ratio.append((loss[two] / tb.prop1_loss_upper(steps[two], r.eta0, star, t.V)).max(initial=0.0))
         margin = series(h, "margin_ov")[1]
         spread.append(series(h, "margin_spread_ov")[1].max() / max(1.0, margin.max()))
-        corollary.append(margin[-1] / th.corollary1_delta(steps[-1], r.eta0, star))
+        corollary.append(margin[-1] / tb.corollary1_delta(steps[-1], r.eta0, star))
         inc.append(max(h.max_loss_increase or [0.0]) / loss.min())
     T = int(runs[0].two_stage.stage1.step)
     checks = [
@@ -154,13 +155,13 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         L_max, N, star = t.samples.L_max, t.samples.N, t.W_kq_star.norm
         steps, norm = series(h, "norm_kq")
         pos, two = steps >= 1, steps >= 2
-        lo6, hi = th.ngd_norm_bounds(steps[pos], r.eta, star, L_max=L_max)
-        lo1 = th.ngd_norm_bounds(steps[pos], r.eta, star)[0]
+        lo6, hi = tb.ngd_norm_bounds(steps[pos], r.eta, star, L_max=L_max)
+        lo1 = tb.ngd_norm_bounds(steps[pos], r.eta, star)[0]
         m["lemma6"].append(min((norm[pos] - lo6).min(), (hi - norm[pos]).min()))
         m["thm1"].append((norm[pos] - lo1).min())
-        step_ok &= th.thm1_step_ok(r.eta, star)
+        step_ok &= tb.thm1_step_ok(r.eta, star)
         cos = series(h, "cos_kq")[1]
-        bound = th.thm1_cos_lower(steps[two], r.eta, N, L_max, star)
+        bound = tb.thm1_cos_lower(steps[two], r.eta, N, L_max, star)
         m["thm1cos"].append((cos[two] - bound).min(initial=np.inf))
         vacuous_cos.append(float(bound[-1]))
         loss, excess = series(h, "loss")[1], series(h, "loss_excess")[1]
@@ -177,13 +178,13 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
         phi_n = (attn.cpu() * t.structure.optimal).sum(1)
         m["floor5n"].append(float((phi_n - 1 / s.mask.sum(1)).min()))
         m["lemma6dir"].append((series(h, "cos_grad_kq_star")[1] + phi / (2 * star)).max())
-        C0, C1 = th.thm2_constants(r.eta0, r.eta, t.W_ov_star.norm, star, L_max)
-        m["thm2att"].append((phi - th.thm2_attention_lower(steps, C1, L_max)).min())
+        C0, C1 = tb.thm2_constants(r.eta0, r.eta, t.W_ov_star.norm, star, L_max)
+        m["thm2att"].append((phi - tb.thm2_attention_lower(steps, C1, L_max)).min())
         T1 = int(r.two_stage.stage1.step)
-        loss_bound = th.thm2_loss_upper(steps, T1, C0, C1, L_max, t.V)
+        loss_bound = tb.thm2_loss_upper(steps, T1, C0, C1, L_max, t.V)
         m["thm2loss"].append((loss - loss_bound).max())
         vacuous_loss.append((float(loss_bound[-1]), float(loss[0])))
-        t_needed.append(th.thm2_condition(steps[-1], r.eta, N, L_max, star))
+        t_needed.append(tb.thm2_condition(steps[-1], r.eta, N, L_max, star))
         m["acc"].append(series(h, "accuracy")[1][-1])
         if rate:
             late = steps >= 2 * T / 3
@@ -191,10 +192,10 @@ def stage2_checks(label: str, runs: list[SeedRun], *, rate: bool) -> tuple[list[
             slope, icpt = np.polyfit(steps[late], y, 1)
             m["slope"].append(slope)
             m["r2"].append(1 - ((y - slope * steps[late] - icpt) ** 2).sum() / ((y - y.mean()) ** 2).sum())
-        t0 = th.lemma7_t0(r.eta, L_max, star)
+        t0 = tb.lemma7_t0(r.eta, L_max, star)
         if T > t0:
             late = steps >= t0
-            alpha = th.lemma7_alpha(norm[late], N, L_max, star)
+            alpha = tb.lemma7_alpha(norm[late], N, L_max, star)
             m["lemma7"].append((-series(h, "cos_neg_grad_kq")[1][late]
                                 - (1 + alpha) * series(h, "cos_grad_kq_star")[1][late]).min())
     T = int(runs[0].two_stage.stage2.step)
@@ -296,11 +297,11 @@ KINDS = {
 def _premises(runs: list[SeedRun]) -> dict[str, tuple[str, bool]]:
     """The hypotheses the checks need, in words, and whether every seed meets them."""
     stage1 = all(r.orthonormal and r.init == "zeros" for r in runs)
-    step_ok = all(r.task.W_kq_star is not None and th.thm1_step_ok(r.eta, r.task.W_kq_star.norm) for r in runs)
-    t_ok = all(r.two_stage.stage2 is not None and r.task.W_kq_star is not None and bool(th.thm2_condition(
+    step_ok = all(r.task.W_kq_star is not None and tb.thm1_step_ok(r.eta, r.task.W_kq_star.norm) for r in runs)
+    t_ok = all(r.two_stage.stage2 is not None and r.task.W_kq_star is not None and bool(tb.thm2_condition(
         r.two_stage.stage2.step, r.eta, r.task.samples.N, r.task.samples.L_max, r.task.W_kq_star.norm))
         for r in runs)
-    T_ok = all(r.two_stage is not None and r.task.W_ov_star is not None and bool(th.corollary1_condition(
+    T_ok = all(r.two_stage is not None and r.task.W_ov_star is not None and bool(tb.corollary1_condition(
         r.two_stage.stage1.step, r.eta0, r.task.W_ov_star.norm, r.task.V)) for r in runs)
     thm1 = "Assumptions 1-3, zero initialization, η <= ||W_kq*||/e"
     return {"stage1": ("Assumptions 1-2 (orthonormal embeddings) and zero initialization", stage1),

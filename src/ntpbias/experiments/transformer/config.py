@@ -9,7 +9,7 @@ from typing import ClassVar
 from ...config import Config, setting
 from ...data.generators import generate_samples, generate_sentences
 from ...data.sentences import BUILTIN, NTPSamples
-from ...geometry.svm import SOLVERS
+from ...geometry.margins.program import SOLVERS
 from ...limits import nbytes
 from ...models.transformer import EMBEDDINGS
 from ...training.init import INITS

@@ -9,8 +9,8 @@ import torch
 
 from ..._tensor import to_numpy
 from ...data.sentences import example2_inputs
-from ...geometry import transformer as th
-from ...geometry.transformer import KIND_NC, KIND_OPT, UnseenInputs, theorem3_inputs
+from ...geometry.transformer import optimum as th
+from ...geometry.transformer.optimum import KIND_NC, KIND_OPT, UnseenInputs, theorem3_inputs
 from ...results import Check, Table, check_at_least
 from ...training.transformer import (
     predict,

@@ -7,7 +7,7 @@ from dataclasses import replace
 from ..._tensor import to_numpy
 from ...data.sentences import example1
 from ...data.structure import analyze_structure
-from ...geometry import transformer as th
+from ...geometry.transformer import optimum as th
 from ...io import ensure_dir, write_json
 from ...results import FigureSpec, RunResult, Section, Table
 from ...training.history import History

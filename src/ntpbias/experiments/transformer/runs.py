@@ -13,7 +13,7 @@ from ..._tensor import resolve_device
 from ...data.sentences import NTPSamples
 from ...data.structure import DatasetStructure, analyze_structure, orthonormality_residual
 from ...errors import DataError
-from ...geometry import transformer as th
+from ...geometry.transformer import bounds as tb
 from ...io import ensure_dir, write_json, write_npz, write_text
 from ...models.transformer import token_embeddings
 from ...parallel import map_values
@@ -133,7 +133,7 @@ def dataset_facts(run: SeedRun) -> dict:
     if t.W_kq_star is not None:
         facts["||W_kq*||"] = t.W_kq_star.norm
         if t.W_ov_star is not None:
-            C0, C1 = th.thm2_constants(run.eta0, run.eta, t.W_ov_star.norm, t.W_kq_star.norm, s.L_max)
+            C0, C1 = tb.thm2_constants(run.eta0, run.eta, t.W_ov_star.norm, t.W_kq_star.norm, s.L_max)
             facts["Theorem 2: C_0, C_1"] = f"{C0:.4g}, {C1:.4g}"
     return facts
 
@@ -183,24 +183,24 @@ def bound_curves(prefix: str, runs: list[SeedRun], consts: list[dict]) -> dict:
     t1, t2 = _steps(runs, f"{prefix}stage1"), _steps(runs, f"{prefix}stage2")
     if all(c["norm_W_ov_star"] and c["orthonormal"] for c in consts) and t1.size:
         out["ov_upper"] = (t1, np.stack([t1 * c["eta0"] for c in consts], 1))
-        out["ov_lower"] = (t1, np.stack([th.ngd_norm_bounds(t1, c["eta0"], c["norm_W_ov_star"])[0] for c in consts],
+        out["ov_lower"] = (t1, np.stack([tb.ngd_norm_bounds(t1, c["eta0"], c["norm_W_ov_star"])[0] for c in consts],
                                         1))
         for key, rate in (("L0_exact", "exact"), ("L0_stated", "stated")):
-            out[key] = (t1, np.stack([th.prop1_loss_upper(t1, c["eta0"], c["norm_W_ov_star"], c["V"], rate=rate)
+            out[key] = (t1, np.stack([tb.prop1_loss_upper(t1, c["eta0"], c["norm_W_ov_star"], c["V"], rate=rate)
                                       for c in consts], 1))
     if all(c["norm_W_kq_star"] and c["orthonormal"] for c in consts) and t2.size:
         out["kq_upper"] = (t2, np.stack([t2 * c["eta"] for c in consts], 1))
-        out["kq_lower_thm1"] = (t2, np.stack([th.ngd_norm_bounds(t2, c["eta"], c["norm_W_kq_star"])[0]
+        out["kq_lower_thm1"] = (t2, np.stack([tb.ngd_norm_bounds(t2, c["eta"], c["norm_W_kq_star"])[0]
                                               for c in consts], 1))
-        out["kq_lower_lemma6"] = (t2, np.stack([th.ngd_norm_bounds(t2, c["eta"], c["norm_W_kq_star"],
+        out["kq_lower_lemma6"] = (t2, np.stack([tb.ngd_norm_bounds(t2, c["eta"], c["norm_W_kq_star"],
                                                                    L_max=c["L_max"])[0] for c in consts], 1))
         out["attn_lemma5"] = (t2, np.stack([np.full(t2.size, 1 / c["L_max"]) for c in consts], 1))
         if all(c["norm_W_ov_star"] for c in consts):
-            out["attn_thm2"] = (t2, np.stack([th.thm2_attention_lower(
-                t2, th.thm2_constants(c["eta0"], c["eta"], c["norm_W_ov_star"], c["norm_W_kq_star"], c["L_max"])[1],
+            out["attn_thm2"] = (t2, np.stack([tb.thm2_attention_lower(
+                t2, tb.thm2_constants(c["eta0"], c["eta"], c["norm_W_ov_star"], c["norm_W_kq_star"], c["L_max"])[1],
                 c["L_max"]) for c in consts], 1))
         phi = np.stack([series(r.two_stage.stage2, "attn_opt_min")[1] for r in runs], 1)
-        out["lemma6"] = (t2, th.lemma6_direction_upper(phi, np.array([c["norm_W_kq_star"] for c in consts])))
+        out["lemma6"] = (t2, tb.lemma6_direction_upper(phi, np.array([c["norm_W_kq_star"] for c in consts])))
     return out
 
 

@@ -56,13 +56,13 @@ def geometry_checks(name: str, data: NTPData, ref: UFMReference, other_gap: floa
     """The nuclear-norm SVM's certificate, the two solvers' agreement (when the other one ran: ``other_gap`` is its
     certified gap, ``value_diff`` the relative difference of the values), and the structure of L^mm (U-2, U-3, U-5)."""
     svm, s = ref.svm, ref.support
-    from ...geometry.logit_svm import same_support_spread, svm_vs_centred_support
+    from ...geometry.ufm.logit_svm import same_support_spread, svm_vs_centred_support
 
     out = [
         check_at_most(f"{name}: SVM certificate", f"the nuclear-norm NTP-SVM ({svm.solver}) is certified: relative "
                       "duality gap against the recomputed dual certificate (||Λ||_op <= 1, columns summing to 0, <= 0 "
-                      "off the supports)", svm.gap_rel, svm.tol, "docs/ufm.md, U-2 (our derivation of the dual)",
-                      **_exact()),
+                      "off the supports)", svm.certificate.duality_gap, svm.tol,
+                      "docs/ufm.md, U-2 (our derivation of the dual)", **_exact()),
         check_at_most(f"{name}: same-support columns of L^mm", "contexts with the same support set have the same "
                       "column of L^mm (convexity and symmetry)", same_support_spread(svm.L, ref.groups), EXACT,
                       "docs/ufm.md, U-5 (our derivation)", kind="theorem", premise="none (holds for every pattern)",
@@ -86,7 +86,7 @@ def neural_collapse_check() -> Check:
     """One-hot balanced supports (|S_j| = 1, the same number of contexts per token): L^mm is the centred one-hot
     matrix, whose SVD is the simplex equiangular tight frame of neural collapse."""
     from ...data.planted import planted_supports
-    from ...geometry.logit_svm import nuclear_svm, svm_vs_centred_support
+    from ...geometry.ufm.logit_svm import nuclear_svm, svm_vs_centred_support
 
     V = 5
     data = planted_supports(V, (1,) * V, 3, seed=0)

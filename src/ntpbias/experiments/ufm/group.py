@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..._tensor import to_numpy
-from ...geometry.ufm import finite_logits
+from ...geometry.ufm.logits import finite_logits
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ..base import Group, RunContext, raise_if_failed, register_group, register_trainer
@@ -201,7 +201,7 @@ def _geometry(data, ref, name: str, section: Section) -> list[Check]:
     """The SVM's checks, with the other backend's solution as a cross-check when the SDP is affordable."""
     if data.V + data.m <= CROSS_CHECK_MAX:
         other, diff = cross_check(data, ref.svm)
-        return geometry_checks(name, data, ref, other.gap_rel, diff)
+        return geometry_checks(name, data, ref, other.certificate.duality_gap, diff)
     section.notes.append(f"{name}: V + m = {data.V + data.m} > {CROSS_CHECK_MAX}: the nuclear-norm SVM is solved by "
                          "ADMM only (the SDP cross-check is for smaller sizes); its own certificate is checked")
     return geometry_checks(name, data, ref, None, None)
@@ -230,7 +230,7 @@ def _limit_is_svm(path: PathRun, ref) -> Check:
 
 
 def _support_row(name: str, data, ref, path: PathRun | None = None) -> tuple:
-    from ...geometry.logit_svm import svm_vs_centred_support
+    from ...geometry.ufm.logit_svm import svm_vs_centred_support
 
     St = ref.support.S_tilde
     gram = ""
@@ -241,7 +241,7 @@ def _support_row(name: str, data, ref, path: PathRun | None = None) -> tuple:
     plot = {"name": name, "sigma_S": to_numpy(ref.support.sigma), "sigma_mm": to_numpy(ref.svm.singular_values)}
     return (name, data.m, data.V, int(ref.groups.max()) + 1, ref.support.rank, ref.svm.rank,
             round(ref.support.polar_out_max, 4), svm_vs_centred_support(ref.svm, data),
-            float(torch.linalg.svdvals(St).sum()), ref.svm.value, gram, plot)
+            float(torch.linalg.svdvals(St).sum()), ref.svm.norm, gram, plot)
 
 
 def _path_table(title: str, path: PathRun) -> Table:

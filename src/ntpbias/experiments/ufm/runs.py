@@ -10,8 +10,9 @@ import torch
 
 from ..._tensor import resolve_device
 from ...data.ntp import NTPData
-from ...geometry.logit_svm import LogitSVMResult, nuclear_svm, same_support_spread, svm_vs_centred_support
-from ...geometry.ufm import finite_logits
+from ...geometry.margins.result import SVMResult
+from ...geometry.ufm.logit_svm import nuclear_svm, same_support_spread, svm_vs_centred_support
+from ...geometry.ufm.logits import finite_logits
 from ...training.history import History
 from ...training.loop import Trainer
 from ...training.optimizers import Optimizer
@@ -33,7 +34,7 @@ def data_for(cfg: UFMConfig) -> NTPData:
     return cfg.data.build(torch.float64)
 
 
-def reference(data: NTPData, cfg: UFMConfig, *, svm: LogitSVMResult | None = None) -> tuple[UFMReference, dict]:
+def reference(data: NTPData, cfg: UFMConfig, *, svm: SVMResult | None = None) -> tuple[UFMReference, dict]:
     """L^mm (certified), the SVD of S̃, the groups and D0's modes, and the dataset facts shown in reports."""
     ref = UFMReference.of(data, solver=cfg.model.solver, svm=svm)
     s = ref.support
@@ -43,19 +44,19 @@ def reference(data: NTPData, cfg: UFMConfig, *, svm: LogitSVMResult | None = Non
         "||L*|| (finite part)": float(torch.linalg.matrix_norm(finite_logits(data))),
         "rank of S̃": s.rank, "singular values of S̃": [round(x, 6) for x in s.sigma.tolist()],
         "polar factor of S̃, largest entry off the supports": s.polar_out_max,
-        "||L^mm||_* (nuclear-norm NTP-SVM)": ref.svm.value, "rank of L^mm": ref.svm.rank,
-        "SVM solver": ref.svm.solver, "SVM relative duality gap": ref.svm.gap_rel,
+        "||L^mm||_* (nuclear-norm NTP-SVM)": ref.svm.norm, "rank of L^mm": ref.svm.rank,
+        "SVM solver": ref.svm.solver, "SVM relative duality gap": ref.svm.certificate.duality_gap,
         "||L^mm - S̃|| / ||S̃||": svm_vs_centred_support(ref.svm, data),
         "same-support column spread of L^mm": same_support_spread(ref.svm.L, ref.groups),
     }
     return ref, facts
 
 
-def cross_check(data: NTPData, main: LogitSVMResult) -> tuple[LogitSVMResult, float]:
+def cross_check(data: NTPData, main: SVMResult) -> tuple[SVMResult, float]:
     """The other backend's solution (Clarabel when ``main`` came from ADMM and vice versa) and the relative
     difference of the two optimal values."""
     other = nuclear_svm(data, "admm" if main.solver == "clarabel" else "clarabel")
-    return other, abs(other.value - main.value) / main.value
+    return other, abs(other.norm - main.norm) / main.norm
 
 
 # ------------------------------------------------------------------------------------------------ the path

@@ -1,0 +1,46 @@
+"""The command-line reference (docs/cli.md), generated from the commands' own help texts.
+
+``python -m ntpbias.cli.reference > docs/cli.md`` rewrites the page; a test fails when the page and the commands
+disagree, so the reference never drifts from ``--help``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import cli
+
+#: a fixed width, so the page is the same on every terminal
+WIDTH = 100
+
+HEADER = """# Command-line reference
+
+Every command of `ntpbias`, generated from its `--help` (`python -m ntpbias.cli.reference > docs/cli.md`). Exit
+status: 0 done, 1 a bug, 2 a user mistake (one line `ntpbias: error: ...`, nothing written), 130 interrupted.
+"""
+
+
+def _commands(group: click.Group, ctx: click.Context, prefix: str):
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if command is None or command.hidden:
+            continue
+        path = f"{prefix} {name}"
+        yield path, command, ctx
+        if isinstance(command, click.Group):
+            sub = click.Context(command, info_name=name, parent=ctx)
+            yield from _commands(command, sub, path)
+
+
+def markdown() -> str:
+    """The whole reference as Markdown: the top-level help, then one section per command (and subcommand)."""
+    root = click.Context(cli, info_name="ntpbias", terminal_width=WIDTH, max_content_width=WIDTH)
+    parts = [HEADER, "## ntpbias\n", "```text", cli.get_help(root), "```\n"]
+    for path, command, parent in _commands(cli, root, "ntpbias"):
+        ctx = click.Context(command, info_name=path.rsplit(" ", 1)[1], parent=parent)
+        parts += [f"## {path}\n", "```text", command.get_help(ctx), "```\n"]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":  # pragma: no cover - the documented way to regenerate docs/cli.md
+    click.echo(markdown(), nl=False)

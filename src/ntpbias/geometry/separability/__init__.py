@@ -1,0 +1,1 @@
+"""NTP-separability: the verdict with its certificate, the cokernel LP and the large-m thresholds."""

@@ -1,0 +1,1 @@
+"""Solver machinery of the max-margin programs: the dual and working-set methods, their operators and HiGHS LPs."""
