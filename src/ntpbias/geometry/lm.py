@@ -11,7 +11,7 @@ Two readings of the same state, each with the theory's prediction:
 * **paper A** (H fixed, W trained): with F, W* and W^mm of the data (m contexts, embeddings H), P_F(W) -> W* and
   P_⊥(W) grows in the direction of W^mm (Thm 2 of paper A). Measured: ``F_error_rel`` = ||P_F(W) - W*|| / ||W*||,
   ``svm_norm`` = ||W^mm||, ``cos_perp_mm`` = cos(P_⊥(W_c), W^mm), ``margin`` = γ(W)/||W_c|| with
-  γ(W) = min_j min_{z ∈ S_j, v ∉ S_j} (ℓ_{j,z} - ℓ_{j,v}) (§3.1) and ``margin_ratio`` = margin x ||W^mm|| (1 at W^mm).
+  γ(W) = min_j min_{z ∈ S_j, v ∉ S_j} (ℓ_{j,z} - ℓ_{j,v}) (Sec. 3.1 of paper A) and ``margin_ratio`` = margin x ||W^mm|| (1 at W^mm).
 * **the log-bilinear model** (H and W both free, docs/ufm.md): the logits split into the finite in-support log-odds
   L* and a part growing in the direction of the nuclear-norm NTP-SVM L^mm; Gram matrices align with L^mm's SVD;
   contexts that share a support collapse. Measured: ``finite_rel_error`` = ||P_F(L_c) - L*|| / ||L*|| (logit space:
@@ -32,11 +32,12 @@ import torch
 
 from ..data.ntp import NTPData
 from .analysis import Analysis, analyze
-from .logit_svm import LogitSVMResult, nuclear_svm
-from .loss import cross_entropy
-from .subspace import subspace
-from .svm import ntp_margin
-from .ufm import (
+from .linear.loss import cross_entropy
+from .linear.subspace import subspace
+from .margins.program import ntp_margin
+from .margins.result import SVMResult
+from .ufm.logit_svm import nuclear_svm
+from .ufm.logits import (
     SupportSVD,
     collapse,
     finite_logits,
@@ -86,7 +87,7 @@ class LogitReference:
 
     L_star: torch.Tensor
     support: SupportSVD
-    svm: LogitSVMResult | None
+    svm: SVMResult | None
     groups: torch.Tensor
     grams: dict[str, tuple[torch.Tensor, torch.Tensor]]
 
@@ -184,7 +185,7 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     }
     if a.svm is not None:
         W_mm = a.svm.W
-        values.update(svm_norm=a.svm.norm, svm_certified=a.svm.certified, svm_kkt_worst=a.svm.kkt.worst,
+        values.update(svm_norm=a.svm.norm, svm_certified=a.svm.certified, svm_kkt_worst=a.svm.certificate.worst,
                       cos_perp_mm=_cos(subspace(a.data).project_perp(Wc), W_mm),
                       margin_ratio=None if values["margin"] is None else values["margin"] * a.svm.norm)
     if ref.L_mm is not None:

@@ -26,7 +26,7 @@ from ...data.ntp import NTPData
 from ...data.sequences import kgram_id_samples
 from ...errors import DataError
 from ...geometry.lm import LogitReference, logit_reference, model_geometry
-from ...geometry.logit_svm import svm_vs_centred_support
+from ...geometry.ufm.logit_svm import svm_record, svm_vs_centred_support
 from ...io import input_file
 from ...limits import check_memory, nbytes
 from ...results import Check, FigureSpec, Section, Table, check_at_most
@@ -214,7 +214,7 @@ def _reference_record(ref: LogitReference, data: NTPData) -> dict:
     out = {"support_sets": int(ref.groups.max()) + 1, "support_matrix_singular_values": ref.support.sigma.tolist(),
            "polar_out_max": ref.support.polar_out_max, "finite_part_norm": float(torch.linalg.vector_norm(ref.L_star))}
     if ref.svm is not None:
-        out["nuclear_svm"] = ref.svm.to_dict()
+        out["nuclear_svm"] = svm_record(ref.svm)
         out["svm_vs_centred_support"] = svm_vs_centred_support(ref.svm, data)
     return out
 
@@ -265,7 +265,7 @@ def sanity_checks(ref: LogitReference, rows: list[dict]) -> list[Check]:
                          "(h: the features, W: the unembedding)", max(r["logit_reconstruction_error"] for r in rows),
                          1e-6, "docs/lm.md#what-is-measured", **exact)]
     if ref.svm is not None:
-        out.append(check_at_most("nuclear-norm SVM certificate", "relative duality gap of L^mm", ref.svm.gap_rel,
+        out.append(check_at_most("nuclear-norm SVM certificate", "relative duality gap of L^mm", ref.svm.certificate.duality_gap,
                                  ref.svm.tol, "docs/ufm.md, U-2", **exact))
     kkt = [r["svm_kkt_worst"] for r in rows if r["svm_kkt_worst"] is not None]
     if kkt:

@@ -138,7 +138,7 @@ class LMConfig(RunConfig):
 
 
 # ------------------------------------------------------------------------------------------------ presets
-#: the built-in Shakespeare at the size that trains in under 10 minutes on one CPU thread (docs/lm.md#shakespeare)
+#: the built-in Shakespeare at the size that trains in under 10 minutes on one CPU thread (docs/lm.md#decisions, LM-D9)
 SHAKESPEARE = LMConfig(data=LMDataConfig(max_vocab=64),
                        model=LMModelConfig(layers=2, d=128, heads=4, context=16),
                        train=LMTrainConfig(steps=4000, log_points=16, batch_size=64))

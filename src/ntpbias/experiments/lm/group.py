@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ...geometry.loss import smoothness_bound
+from ...geometry.linear.loss import smoothness_bound
 from ...io import ensure_dir, write_json, write_npz
 from ...results import FigureSpec, RunResult, Section, Table
 from ...training.history import History
