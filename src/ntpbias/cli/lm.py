@@ -33,12 +33,15 @@ def lm():
 @lm.command("train")
 @click.argument("text", required=False)
 @click.option("--preset", help="An lm preset: lm-shakespeare, lm-planted (see `ntpbias list`).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A TOML config (e.g. a run's config.toml).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="A TOML config (e.g. a run's config.toml).")
 @click.option("--scale", type=click.Choice(["smoke", "quick", "paper"]), default="paper", show_default=True,
               help="Preset scale (paper: the preset as stated).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a setting, e.g. --set model.d=64 --set train.steps=500 (every key: `ntpbias settings lm`).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Where to train (default: the config's).")
+              help="Override a setting, e.g. --set model.d=64 --set train.steps=500 (every key: `ntpbias settings "
+                   "lm`).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Where to train (default: the config's).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out (same numbers as one run).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
@@ -88,8 +91,9 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, as_j
     else:
         print_checks([result.section])
         facts = result.section.facts
+        loss = result.histories[0]["loss"][-1].min()
         click.echo(f"trained {facts['steps']} steps in {facts['training wall seconds']:.0f} s "
-                   f"({facts['training CPU seconds']:.0f} s CPU); final loss {result.histories[0]['loss'][-1].min():.4f}")
+                   f"({facts['training CPU seconds']:.0f} s CPU); final loss {loss:.4f}")
         click.echo(f"wrote {out}/ (report.html, checkpoints/steps/); next: ntpbias lm analyze {out} --out DIR")
 
 

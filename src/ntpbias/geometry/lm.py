@@ -11,7 +11,8 @@ Two readings of the same state, each with the theory's prediction:
 * **paper A** (H fixed, W trained): with F, W* and W^mm of the data (m contexts, embeddings H), P_F(W) -> W* and
   P_⊥(W) grows in the direction of W^mm (Thm 2 of paper A). Measured: ``F_error_rel`` = ||P_F(W) - W*|| / ||W*||,
   ``svm_norm`` = ||W^mm||, ``cos_perp_mm`` = cos(P_⊥(W_c), W^mm), ``margin`` = γ(W)/||W_c|| with
-  γ(W) = min_j min_{z ∈ S_j, v ∉ S_j} (ℓ_{j,z} - ℓ_{j,v}) (Sec. 3.1 of paper A) and ``margin_ratio`` = margin x ||W^mm|| (1 at W^mm).
+  γ(W) = min_j min_{z ∈ S_j, v ∉ S_j} (ℓ_{j,z} - ℓ_{j,v}) (Sec. 3.1 of paper A) and ``margin_ratio`` =
+  margin x ||W^mm|| (1 at W^mm).
 * **the log-bilinear model** (H and W both free, docs/ufm.md): the logits split into the finite in-support log-odds
   L* and a part growing in the direction of the nuclear-norm NTP-SVM L^mm; Gram matrices align with L^mm's SVD;
   contexts that share a support collapse. Measured: ``finite_rel_error`` = ||P_F(L_c) - L*|| / ||L*|| (logit space:

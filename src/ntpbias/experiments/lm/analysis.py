@@ -53,7 +53,8 @@ class RunModels:
         if not self.snapshots:
             raise DataError(f"{run_dir}: no checkpoints in {SNAPSHOT_DIR}/; train with `ntpbias lm train` first")
         if not 0 <= seed_index < self.cfg.seeds:
-            raise DataError(f"--seed-index {seed_index}: the run trained {self.cfg.seeds} seed(s) (0..{self.cfg.seeds - 1})")
+            raise DataError(f"--seed-index {seed_index}: the run trained {self.cfg.seeds} seed(s) "
+                            f"(0..{self.cfg.seeds - 1})")
         self.seed_index, self.device = seed_index, resolve_device(device)
         self.vocab, self.context, self.source = self.tokenizer.vocab, self.cfg.model.context, str(run_dir)
         self.steps = [s for s, _ in self.snapshots]
@@ -236,21 +237,24 @@ def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], 
         section.notes.append("the final features are not NTP-separable (a finding, not an error): the paper-A "
                              "max-margin quantities (svm_norm, cos_perp_mm, margin_ratio) are undefined; "
                              "separated_fraction reports how many contexts the model's own W separates")
-    section.plots.append(FigureSpec(f"{prefix}-curves", "The geometry against training steps", "Left to right: CE - H on the "
-                                    "analysed contexts; the finite part's error in logit space (and paper A's "
-                                    "||P_F W - W*||/||W*|| when H is compatible); alignment of the growing part with "
-                                    "W^mm (on the model's H), with L^mm and with S̃; the margin relative to the maximum "
-                                    "and the share of separated contexts; Gram alignments; collapse angles.",
+    section.plots.append(FigureSpec(f"{prefix}-curves", "The geometry against training steps",
+                                    "Left to right: CE - H on the analysed contexts; the finite part's error in logit "
+                                    "space (and paper A's ||P_F W - W*||/||W*|| when H is compatible); alignment of the "
+                                    "growing part with W^mm (on the model's H), with L^mm and with S̃; the margin "
+                                    "relative to the maximum and the share of separated contexts; Gram alignments; "
+                                    "collapse angles.",
                                     "lm.curves", {"rows": rows}))
-    section.plots.append(FigureSpec(f"{prefix}-spectra", "Singular spectra", "Singular values of the centred logits W_c H^T "
-                                    "at each checkpoint (darker = later), against those of the nuclear-norm SVM L^mm "
-                                    "and of the centred support matrix S̃, each divided by its largest.", "lm.spectra",
+    section.plots.append(FigureSpec(f"{prefix}-spectra", "Singular spectra",
+                                    "Singular values of the centred logits W_c H^T at each checkpoint (darker = later), "
+                                    "against those of the nuclear-norm SVM L^mm and of the centred support matrix S̃, "
+                                    "each divided by its largest.", "lm.spectra",
                                     {k: arrays[k] for k in ("steps", "spectra_logits", "S_tilde_singular_values")
                                      } | ({"L_mm_singular_values": arrays["L_mm_singular_values"]}
                                           if "L_mm_singular_values" in arrays else {})))
-    section.plots.append(FigureSpec(f"{prefix}-collapse", "Context features by support set", "Cosines between the final "
-                                    "features h_j, contexts ordered by support set (lines between sets), beside the "
-                                    "context Gram direction the nuclear-norm SVM predicts (docs/ufm.md, U-4).",
+    section.plots.append(FigureSpec(f"{prefix}-collapse", "Context features by support set",
+                                    "Cosines between the final features h_j, contexts ordered by support set (lines "
+                                    "between sets), beside the context Gram direction the nuclear-norm SVM predicts "
+                                    "(docs/ufm.md, U-4).",
                                     "lm.collapse", {"H": to_numpy(data.H), "groups": to_numpy(ref.groups),
                                                     "predicted": to_numpy(ref.grams["mm" if "mm" in ref.grams
                                                                                     else "S"][1])}))
@@ -265,8 +269,8 @@ def sanity_checks(ref: LogitReference, rows: list[dict]) -> list[Check]:
                          "(h: the features, W: the unembedding)", max(r["logit_reconstruction_error"] for r in rows),
                          1e-6, "docs/lm.md#what-is-measured", **exact)]
     if ref.svm is not None:
-        out.append(check_at_most("nuclear-norm SVM certificate", "relative duality gap of L^mm", ref.svm.certificate.duality_gap,
-                                 ref.svm.tol, "docs/ufm.md, U-2", **exact))
+        out.append(check_at_most("nuclear-norm SVM certificate", "relative duality gap of L^mm",
+                                 ref.svm.certificate.duality_gap, ref.svm.tol, "docs/ufm.md, U-2", **exact))
     kkt = [r["svm_kkt_worst"] for r in rows if r["svm_kkt_worst"] is not None]
     if kkt:
         out.append(check_at_most("NTP-SVM certificates", f"worst KKT residual of W^mm over the {len(kkt)} separable "

@@ -49,7 +49,8 @@ class LMDataConfig(Config):
                 raise ValueError(f"planted: data.contexts ({list(self.contexts)}) must give one count per set "
                                  f"({len(self.sizes)} sets) summing to data.V = {self.V}")
             if sum(self.sizes) > self.V:
-                raise ValueError(f"planted: disjoint sets need sum(data.sizes) = {sum(self.sizes)} <= data.V = {self.V}")
+                raise ValueError(f"planted: disjoint sets need sum(data.sizes) = {sum(self.sizes)} <= data.V = "
+                                 f"{self.V}")
 
     def input_files(self) -> dict[str, str]:
         return {} if self.text in (PLANTED, *BUILTIN_CORPORA) else {"text": self.text}
@@ -94,7 +95,8 @@ class LMModelConfig(Config):
     def parameters(self, V: int) -> int:
         """Number of parameters for a vocabulary of V tokens."""
         d, b = self.d, int(self.bias)
-        block = 2 * d * (1 + b) + (3 * d * d + 3 * d * b) + (d * d + d * b) + (4 * d * d + 4 * d * b) + (4 * d * d + d * b)
+        norms, attention, mlp = 2 * d * (1 + b), 4 * d * d + 4 * d * b, 8 * d * d + 5 * d * b
+        block = norms + attention + mlp
         return V * d * (1 if self.tied else 2) + self.context * d + self.layers * block + d * (1 + b)
 
 

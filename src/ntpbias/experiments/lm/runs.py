@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..._tensor import DTYPES, resolve_device
-from ...data.lm_text import TextTokenizer
 from ...config import to_toml
+from ...data.lm_text import TextTokenizer
 from ...io import ensure_dir, write_json, write_text
 from ...results import FigureSpec, RunResult, Section
 from ...training.history import History
@@ -48,9 +48,9 @@ def tokenize(cfg: LMConfig) -> tuple[TextTokenizer, TokenWindows, dict]:
 
 def train_model(cfg: LMConfig, ctx: RunContext, run: str = "train", folder: Path | None = None
                 ) -> tuple[History, TextTokenizer, dict]:
-    """Train ``cfg`` into ``folder`` (default ``ctx.out``): ``config.toml``, ``tokenizer.json`` and ``checkpoints/``, what
-    :class:`~ntpbias.experiments.lm.analysis.RunModels` reads. Returns (history, tokenizer, facts with the wall and CPU
-    seconds)."""
+    """Train ``cfg`` into ``folder`` (default ``ctx.out``): ``config.toml``, ``tokenizer.json`` and ``checkpoints/``,
+    what :class:`~ntpbias.experiments.lm.analysis.RunModels` reads. Returns (history, tokenizer, facts with the wall
+    and CPU seconds)."""
     out = ensure_dir(ctx.out if folder is None else folder)
     tok, windows, facts = tokenize(cfg)
     write_text(out / "config.toml", to_toml(cfg))
@@ -64,8 +64,8 @@ def train_model(cfg: LMConfig, ctx: RunContext, run: str = "train", folder: Path
     wall, cpu = time.perf_counter(), time.process_time()
     history = trainer.run(resume=ctx.resume)
     history.run = run
-    facts.update({"training wall seconds": time.perf_counter() - wall, "training CPU seconds": time.process_time() - cpu,
-                  "steps": history.step})
+    facts.update({"training wall seconds": time.perf_counter() - wall,
+                  "training CPU seconds": time.process_time() - cpu, "steps": history.step})
     return history, tok, facts
 
 
