@@ -239,14 +239,14 @@ def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], 
                              "separated_fraction reports how many contexts the model's own W separates")
     section.plots.append(FigureSpec(f"{prefix}-curves", "The geometry against training steps",
                                     "Left to right: CE - H on the analysed contexts; the finite part's error in logit "
-                                    "space (and paper A's ||P_F W - W*||/||W*|| when H is compatible); alignment of the "
-                                    "growing part with W^mm (on the model's H), with L^mm and with S̃; the margin "
+                                    "space (and paper A's ||P_F W - W*||/||W*|| when H is compatible); alignment of "
+                                    "the growing part with W^mm (on the model's H), with L^mm and with S̃; the margin "
                                     "relative to the maximum and the share of separated contexts; Gram alignments; "
                                     "collapse angles.",
                                     "lm.curves", {"rows": rows}))
     section.plots.append(FigureSpec(f"{prefix}-spectra", "Singular spectra",
-                                    "Singular values of the centred logits W_c H^T at each checkpoint (darker = later), "
-                                    "against those of the nuclear-norm SVM L^mm and of the centred support matrix S̃, "
+                                    "Singular values of the centred logits W_c H^T at each checkpoint (darker = "
+                                    "later), against those of the nuclear-norm SVM L^mm and of the centred support matrix S̃, "
                                     "each divided by its largest.", "lm.spectra",
                                     {k: arrays[k] for k in ("steps", "spectra_logits", "S_tilde_singular_values")
                                      } | ({"L_mm_singular_values": arrays["L_mm_singular_values"]}
