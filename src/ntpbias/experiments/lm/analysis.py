@@ -246,8 +246,8 @@ def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], 
                                     "lm.curves", {"rows": rows}))
     section.plots.append(FigureSpec(f"{prefix}-spectra", "Singular spectra",
                                     "Singular values of the centred logits W_c H^T at each checkpoint (darker = "
-                                    "later), against those of the nuclear-norm SVM L^mm and of the centred support matrix S̃, "
-                                    "each divided by its largest.", "lm.spectra",
+                                    "later), against those of the nuclear-norm SVM L^mm and of the centred support "
+                                    "matrix S̃, each divided by its largest.", "lm.spectra",
                                     {k: arrays[k] for k in ("steps", "spectra_logits", "S_tilde_singular_values")
                                      } | ({"L_mm_singular_values": arrays["L_mm_singular_values"]}
                                           if "L_mm_singular_values" in arrays else {})))
