@@ -121,3 +121,20 @@ def test_hugging_face_model_from_a_local_folder(run_cli, tmp_path, kind):
     assert data.vocab[1] == "the" and "the" in data.contexts
     proc = run_cli("analyze", tmp_path / "geo" / "ntp_data.npz", "--out", tmp_path / "again", "--json")
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_reproduce_the_planted_control_at_smoke_scale(cli, tmp_path, report_matches_summary):
+    """``reproduce lm-planted lm-frozen`` (the graded part of the group) at smoke scale: every certificate passes,
+    nothing is graded, the figures and the analysis record are written."""
+    code, out, err = cli("reproduce", "lm-planted", "lm-frozen", "--scale", "smoke", "--out", tmp_path / "g", "--quiet")
+    assert code == 0, err
+    summary = report_matches_summary(tmp_path / "g")
+    kinds = {c["kind"] for c in summary["checks"]}
+    assert kinds == {"sanity"} and summary["passed"]
+    names = [c["name"] for c in summary["checks"]]
+    assert "planted: supports" in names and "frozen features: invariant 1^T W" in names
+    figures = {p.name for p in (tmp_path / "g" / "figures").iterdir()}
+    assert {"lm-planted-curves.png", "lm-planted-spectra.png", "lm-planted-collapse.png", "lm-frozen.png"} <= figures
+    record = json.loads((tmp_path / "g" / "data" / "planted_analysis.json").read_text())
+    assert record["lm"]["context_length"] == 1 and record["m"] == 16
