@@ -8,6 +8,8 @@ from ..results import series
 from .figures import band, new_figure
 from .plots import plot
 
+#: singular values below this fraction of the largest are zero (round-off) and not drawn
+SPECTRUM_FLOOR = 1e-9
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
@@ -73,20 +75,27 @@ def spectra_figure(steps, spectra_logits, S_tilde_singular_values, L_mm_singular
     fig, axes = new_figure(1, 1, width=4.0, height=2.8)
     ax = axes[0, 0]
     spectra = np.asarray(spectra_logits, dtype=float)
-    n = len(spectra)
+    n, k = spectra.shape
+
+    def shown(values):
+        """σ_i / σ_1 down to the numerical rank (values below SPECTRUM_FLOOR are zero singular values)."""
+        v = np.asarray(values, dtype=float)[:k]
+        v = v[np.isfinite(v)]
+        v = v / v[0] if len(v) and v[0] > 0 else v[:0]
+        return v[v >= SPECTRUM_FLOOR]
+
     for i, s in enumerate(spectra):
-        s = s[np.isfinite(s)]
-        if len(s) and s[0] > 0:
-            shade = 0.85 - 0.75 * i / max(n - 1, 1)
-            ax.plot(np.arange(1, len(s) + 1), s / s[0], color=str(shade), lw=1,
-                    label=f"logits, step {int(steps[i])}" if i in (0, n - 1) else None)
-    k = spectra.shape[1]
-    for values, label, color in ((L_mm_singular_values, "L^mm", COLORS[1]), (S_tilde_singular_values, "S̃",
-                                                                              COLORS[0])):
-        if values is not None and len(values) and values[0] > 0:
-            v = np.asarray(values, dtype=float)[:k]
-            ax.plot(np.arange(1, len(v) + 1), v / v[0], color=color, marker="o", ms=3, ls="--", label=label)
-    ax.set(yscale="log", xlabel="index i", ylabel="σ_i / σ_1", title="singular spectra")
+        v = shown(s)
+        shade = 0.85 - 0.75 * i / max(n - 1, 1)
+        ax.plot(np.arange(1, len(v) + 1), v, color=str(shade), lw=1,
+                label=f"logits, step {int(steps[i])}" if i in (0, n - 1) else None)
+    for values, label, color, marker in ((L_mm_singular_values, "L^mm", COLORS[1], "s"),
+                                         (S_tilde_singular_values, "S̃", COLORS[0], "o")):
+        if values is not None:  # open squares for L^mm: where it equals S̃ both stay visible
+            v = shown(values)
+            ax.plot(np.arange(1, len(v) + 1), v, color=color, marker=marker, ms=6 if marker == "s" else 3,
+                    mfc="none" if marker == "s" else color, ls="--", label=label)
+    ax.set(yscale="log", xlabel="index i", ylabel="σ_i / σ_1", title="singular spectra (to the numerical rank)")
     ax.legend(fontsize=7)
     return fig
 
@@ -100,8 +109,8 @@ def collapse_figure(H, groups, predicted):
     Hn = H[order] / np.maximum(np.linalg.norm(H[order], axis=1, keepdims=True), 1e-300)
     P = predicted[np.ix_(order, order)]
     d = np.sqrt(np.maximum(np.diag(P), 1e-300))
-    fig, axes = new_figure(1, 2, width=3.2, height=3.0)
-    for ax, M, title in ((axes[0, 0], Hn @ Hn.T, "cos(h_j, h_j') of the model"),
+    fig, axes = new_figure(1, 2, width=3.3, height=3.2)
+    for ax, M, title in ((axes[0, 0], Hn @ Hn.T, "cos(h_j, h_j'), the model"),
                          (axes[0, 1], P / d[:, None] / d[None, :], "predicted (L^mm)")):
         im = ax.imshow(M, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         if len(cuts) <= 40:
@@ -110,5 +119,5 @@ def collapse_figure(H, groups, predicted):
                 ax.axvline(c, color="k", lw=0.4)
         ax.set(title=title, xticks=[], yticks=[], xlabel="contexts by support set")
         ax.grid(False)
-    fig.colorbar(im, ax=axes[0, :].tolist(), shrink=0.8)
+    fig.colorbar(im, ax=axes[0, 1], fraction=0.046, pad=0.04)
     return fig
