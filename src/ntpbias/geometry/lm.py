@@ -106,7 +106,29 @@ class LogitReference:
 
 
 def logit_reference(data: NTPData, *, solver: str = "auto", nuclear: bool = True) -> LogitReference:
-    """The :class:`LogitReference` of ``data`` (float64, on the CPU); ``nuclear=False`` skips the nuclear-norm SVM."""
+    """What every checkpoint of a model is compared with, from the data's supports and probabilities alone.
+
+    Parameters
+    ----------
+    data : NTPData
+        The contexts' next-token distributions (its ``H`` is not used).
+    solver : str
+        Backend of the nuclear-norm NTP-SVM (:func:`~ntpbias.geometry.ufm.logit_svm.nuclear_svm`).
+    nuclear : bool
+        False skips the nuclear-norm SVM (the reference is then the centred support matrix S̃ alone).
+
+    Returns
+    -------
+    LogitReference
+        L*, the SVD of S̃, the certified L^mm, the support groups and the predicted Gram directions (float64, CPU).
+
+    Examples
+    --------
+    >>> data = NTPData.from_arrays(torch.eye(3), [[0.5, 0.5, 0, 0], [0, 0, 1.0, 0], [0, 0, 0.3, 0.7]])
+    >>> ref = logit_reference(data)
+    >>> ref.svm.certified, ref.groups.tolist(), tuple(ref.L_mm.shape)
+    (True, [0, 1, 2], (4, 3))
+    """
     data = data.to(device="cpu", dtype=torch.float64)
     ssvd = support_svd(data)
     svm = nuclear_svm(data, solver) if nuclear else None
@@ -134,11 +156,27 @@ class ModelGeometry:
 
 def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solver: str = "auto",
                    analysis: Analysis | None = None) -> ModelGeometry:
-    """Measure a model state: ``data`` carries the model's features as ``H`` (m, d), ``W`` (V, d) its unembedding.
+    """Measure a model state read as a linear decoder on its own features (module docstring, docs/lm.md).
 
-    ``analysis``: paper A's objects of ``data`` when already computed (else :func:`analyze` with ``solver``; "auto"
-    takes the exact subspace method and Clarabel while the problem is small enough: :data:`EXACT_ROWS`,
-    :data:`CLARABEL_VARIABLES`).
+    Parameters
+    ----------
+    data : NTPData
+        The contexts' NTP data whose ``H`` (m, d) holds the model's features (its last hidden states).
+    W : Tensor (V, d)
+        The model's unembedding.
+    ref : LogitReference
+        :func:`logit_reference` of ``data`` (shared by every checkpoint).
+    solver : str
+        NTP-SVM backend of :func:`~ntpbias.geometry.analysis.analyze`; "auto" takes the exact subspace method and
+        Clarabel while the problem is small enough (:data:`EXACT_ROWS`, :data:`CLARABEL_VARIABLES`).
+    analysis : Analysis, optional
+        Paper A's objects of ``data`` when already computed.
+
+    Returns
+    -------
+    ModelGeometry
+        ``values`` (name -> number, bool or None: the quantities of docs/lm.md#what-is-measured), ``analysis`` and
+        ``spectra``.
 
     Examples
     --------
