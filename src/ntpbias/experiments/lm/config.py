@@ -7,8 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from ...config import Config, setting
-from ...data.corpus import BUILTIN_CORPORA
-from ...data.lm_text import TOKENIZERS
+from ...data.lm_text import TEXTS, TOKENIZERS
 from ...limits import nbytes
 from ...training.loop import TrainConfig
 from ...training.optimizers import OptimizerConfig
@@ -23,7 +22,8 @@ class LMDataConfig(Config):
     """The training text and its tokenization (docs/lm.md#data)."""
 
     text: str = setting("shakespeare", "a UTF-8 file, a folder of .txt/.md files, shakespeare (the 38 plays, built "
-                        "in) or planted (a Markov chain with planted supports); each non-blank line is a sequence",
+                        "in), imdb (the 25,000 movie reviews, built in) or planted (a Markov chain with planted "
+                        "supports); each non-blank line is a sequence",
                         pattern=r".+", admits="a non-empty string")
     tokenizer: str = setting("word", "word (words and punctuation), char (characters) or wordpiece (bert-base-uncased)",
                              choices=TOKENIZERS)
@@ -53,7 +53,7 @@ class LMDataConfig(Config):
                                  f"{self.V}")
 
     def input_files(self) -> dict[str, str]:
-        return {} if self.text in (PLANTED, *BUILTIN_CORPORA) else {"text": self.text}
+        return {} if self.text in (PLANTED, *TEXTS) else {"text": self.text}
 
     def read_lines(self) -> list[str]:
         """The training text's lines (the planted chain's, or those of :func:`~ntpbias.data.lm_text.text_lines`)."""
