@@ -216,7 +216,7 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
         "feature_norm": float(torch.linalg.vector_norm(data.H)) / data.m ** 0.5,
         "logit_perp_norm": float(torch.linalg.vector_norm(perp)),
         "margin": gamma / norm_Wc if norm_Wc > 0 else None,
-        "separated_fraction": float((data.pi * separated).sum()),
+        "separated_fraction": 1.0 - float((data.pi * (1 - separated)).sum()),  # exactly 1 when all are
         "dim_F": a.dim_F, "compatible": a.compatible, "separable": a.separability.separable,
         "F_error_rel": _rel(a.data, W, a) if a.compatible and float(torch.linalg.vector_norm(a.W_star)) > 0 else None,
         "svm_norm": None, "svm_certified": None, "svm_kkt_worst": None, "cos_perp_mm": None, "margin_ratio": None,
