@@ -44,7 +44,8 @@ def curves_figure(rows: list[dict]):
         ("growing part: cosine", False, (("cos_perp_mm", "cos(P_⊥ W_c, W^mm)"), ("logit_cos_perp_mm",
                                                                                 "cos(P_⊥ L_c, L^mm)"),
                                          ("logit_cos_perp_S", "cos(P_⊥ L_c, S̃)"))),
-        ("margin", False, (("margin_ratio", "margin x ||W^mm||"), ("separated_fraction", "separated contexts"))),
+        ("margin (symlog)", False, (("margin_ratio", "margin x ||W^mm||"), ("separated_fraction",
+                                                                             "separated contexts"))),
         ("Gram cosine", False, (("cos_word_gram", "words vs L^mm"), ("cos_context_gram", "contexts vs L^mm"),
                                 ("cos_word_gram_S", "words vs S̃"), ("cos_context_gram_S", "contexts vs S̃"))),
         ("angle (°)", False, (("within_angle", "within set"), ("sub_within_angle", "within set (subspace)"),
@@ -61,6 +62,8 @@ def curves_figure(rows: list[dict]):
         ax.set(xscale="log", xlabel="step", ylabel=ylabel)
         if logy and drawn:
             ax.set_yscale("log")
+        if ylabel.startswith("margin"):  # a far-from-separating start (ratio -10^2) beside fractions in [0, 1]
+            ax.set_yscale("symlog", linthresh=1.0)
         if drawn:
             ax.legend(fontsize=6)
         else:
