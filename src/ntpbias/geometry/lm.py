@@ -22,7 +22,8 @@ Two readings of the same state, each with the theory's prediction:
 
 Non-separable H (no W puts every context's support above the rest) is a finding: the paper-A max-margin quantities
 are then None, and ``separated_fraction`` (the share of contexts whose every in-support logit is above every
-out-of-support one, weighted by π̂) says how far the model's own W is from separating.
+out-of-support one, weighted by π̂; a context with full support counts as separated) says how far the model's own W
+is from separating.
 """
 
 from __future__ import annotations
