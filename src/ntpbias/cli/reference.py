@@ -28,16 +28,19 @@ def _commands(group: click.Group, ctx: click.Context, prefix: str):
         path = f"{prefix} {name}"
         yield path, command, ctx
         if isinstance(command, click.Group):
-            sub = click.Context(command, info_name=name, parent=ctx)
+            sub = click.Context(command, info_name=name, parent=ctx, **command.context_settings)
             yield from _commands(command, sub, path)
 
 
 def markdown() -> str:
-    """The whole reference as Markdown: the top-level help, then one section per command (and subcommand)."""
-    root = click.Context(cli, info_name="ntpbias", terminal_width=WIDTH, max_content_width=WIDTH)
+    """The whole reference as Markdown: the top-level help, then one section per command (and subcommand).
+
+    Contexts get each command's own ``context_settings`` (``-h, --help``), as when the command runs, so the page
+    does not depend on which help was printed before."""
+    root = click.Context(cli, info_name="ntpbias", **{**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH})
     parts = [HEADER, "## ntpbias\n", "```text", cli.get_help(root), "```\n"]
     for path, command, parent in _commands(cli, root, "ntpbias"):
-        ctx = click.Context(command, info_name=path.rsplit(" ", 1)[1], parent=parent)
+        ctx = click.Context(command, info_name=path.rsplit(" ", 1)[1], parent=parent, **command.context_settings)
         parts += [f"## {path}\n", "```text", command.get_help(ctx), "```\n"]
     return "\n".join(parts)
 
