@@ -57,10 +57,11 @@ def test_analyze_another_text_and_options(planted_run, cli, tmp_path):
     text = tmp_path / "chain.txt"
     text.write_text("t0 t1 t2 t3\nt3 t2 t1 t0 t5\n", encoding="utf-8")
     code, out, err = cli("lm", "analyze", planted_run / "run", "--text", text, "--context-length", 2,
-                         "--vocab", "text", "--no-nuclear", "--out", tmp_path / "o", "--json")
+                         "--vocab", "text", "--no-nuclear", "--checkpoints", 3, "--out", tmp_path / "o", "--json")
     assert code == 0, err
     record = json.loads(out)
     assert record["m"] == 5 and record["V"] == 5 and record["lm"]["context_length"] == 2
+    assert record["lm"]["steps"] == [0, 3, 40]  # the first, a middle one and the last of the 6 checkpoints
     assert "logit_cos_perp_mm" not in record["lm"]
 
 

@@ -112,6 +112,8 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, as_j
               help="Keep the N most frequent contexts (0 = all; π is renormalized over them).")
 @click.option("--vocab", type=click.Choice(["model", "text"]), default="model", show_default=True,
               help="The tokens of the softmax: all the model's, or only those that occur in the text.")
+@click.option("--checkpoints", type=click.IntRange(0, INT64_MAX), default=0, show_default=True,
+              help="Measure N checkpoints spread over the run (the first and the last included; 0 = all).")
 @click.option("--seed-index", type=click.IntRange(0, INT64_MAX), default=0, show_default=True,
               help="Which of the run's seeds to analyze.")
 @click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
@@ -123,8 +125,8 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, as_j
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vocab, seed_index, solver, no_nuclear,
-            device, out, as_json, quiet):
+def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vocab, checkpoints, seed_index, solver,
+            no_nuclear, device, out, as_json, quiet):
     """Measure the NTP geometry of a model at every checkpoint: the text's NTP data at context length T, the model's
     last hidden states on those contexts and its unembedding, read as paper A's linear decoder and as the
     log-bilinear model (docs/lm.md). Writes OUT/analysis.json (curves over checkpoints under `lm`), OUT/ntp_data.npz
@@ -134,7 +136,7 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
     \b
     Examples:
       ntpbias lm analyze runs/lm --out runs/lm-geo
-      ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --out runs/lm-t2
+      ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/t2
       ntpbias lm analyze --hf ./tiny-gpt2 --text corpus.txt --vocab text --out runs/hf
     """
     from ..experiments.lm.analysis import HFModels, RunModels, analyze_models, text_contexts
@@ -158,11 +160,11 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
         status.update("the text's NTP data")
         contexts = text_contexts(models, lines, context_length, max_tokens=limit if max_tokens is None else max_tokens,
                                  max_contexts=max_contexts, vocab=vocab, source=source)
-        result = analyze_models(models, contexts, solver=solver, nuclear=not no_nuclear,
+        result = analyze_models(models, contexts, solver=solver, nuclear=not no_nuclear, checkpoints=checkpoints,
                                 say=lambda msg: status.update(msg))
     result.record["input"] = {"models": models.source, "text": source, "context_length": context_length,
                               "max_tokens": limit if max_tokens is None else max_tokens, "max_contexts": max_contexts,
-                              "vocab": vocab, "seed_index": seed_index if run_dir else None}
+                              "vocab": vocab, "checkpoints": checkpoints, "seed_index": seed_index if run_dir else None}
     ensure_dir(outdir)  # only once the results exist
     result.data.save(outdir / "ntp_data.npz", W=result.W)
     write_npz(outdir / "lm_geometry.npz", **result.arrays)

@@ -175,15 +175,18 @@ class LMAnalysis:
 
 
 def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear: bool = True, figure_prefix: str = "lm",
-                   say: Callable[[str], None] = lambda _m: None) -> LMAnalysis:
-    """Measure every checkpoint of ``models`` on ``text`` (module docstring); the report's figures are
+                   checkpoints: int = 0, say: Callable[[str], None] = lambda _m: None) -> LMAnalysis:
+    """Measure the checkpoints of ``models`` on ``text`` (module docstring): all of them, or ``checkpoints`` of them
+    spread evenly over their list (the first and the last included); the report's figures are
     ``<figure_prefix>-curves``, ``-spectra`` and ``-collapse``."""
     say("support pattern: centred support matrix and nuclear-norm NTP-SVM")
     ref = logit_reference(text.data, solver="auto" if solver == "auto" else ("admm" if solver != "clarabel"
                                                                               else "clarabel"), nuclear=nuclear)
     rows, spectra, last = [], {"logits": [], "H": [], "W": []}, None
-    for i, step in enumerate(models.steps):  # loop over checkpoints
-        say(f"checkpoint {i + 1}/{len(models.steps)} (step {step})")
+    chosen = chosen_checkpoints(len(models.steps), checkpoints)
+    for n, i in enumerate(chosen):  # loop over checkpoints
+        step = models.steps[i]
+        say(f"checkpoint {n + 1}/{len(chosen)} (step {step})")
         H, W, err = models.features(i, text.tokens)
         data = replace(text.data, H=H.cpu(), _cache={})
         last = (data, W.cpu()[torch.as_tensor(text.keep)], model_geometry(data, W.cpu()[torch.as_tensor(text.keep)],
@@ -196,7 +199,7 @@ def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear:
     curves = {k: [r[k] for r in rows] for k in rows[0]}
     record["lm"] = {"source": models.source, "context_length": int(text.tokens.shape[1]), "steps": curves.pop("step"),
                     **curves, "final": rows[-1], "reference": _reference_record(ref, text.data)}
-    arrays = {"steps": np.array(models.steps), "L_star": ref.L_star, "S_tilde": ref.support.S_tilde,
+    arrays = {"steps": np.array([r["step"] for r in rows]), "L_star": ref.L_star, "S_tilde": ref.support.S_tilde,
               "S_tilde_singular_values": ref.support.sigma, "groups": ref.groups,
               **{f"spectra_{k}": _stack(v) for k, v in spectra.items()}}
     if ref.svm is not None:
@@ -204,6 +207,18 @@ def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear:
     if geo.analysis.svm is not None:
         arrays["W_mm"] = geo.analysis.svm.W
     return LMAnalysis(record, data, W, arrays, _section(models, text, ref, rows, arrays, data, figure_prefix), rows)
+
+
+def chosen_checkpoints(n: int, k: int = 0) -> list[int]:
+    """Indices of ``k`` of ``n`` checkpoints spread evenly over the list, the first and the last included (all when
+    ``k`` is 0 or at least ``n``).
+
+    >>> chosen_checkpoints(10, 4), chosen_checkpoints(3, 0)
+    ([0, 3, 6, 9], [0, 1, 2])
+    """
+    if not k or k >= n:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if k > 1 else [n - 1]
 
 
 def _stack(spectra: list[np.ndarray]) -> np.ndarray:
