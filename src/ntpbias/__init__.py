@@ -13,11 +13,16 @@ The Python API (``import ntpbias as nb``; see the README's "Python API" section)
 * training: :func:`train` (a preset, config file or config object into a run directory), :func:`reproduce`
   (figure groups), :func:`load_run` (a saved run: config, per-metric histories as arrays, checks), :data:`PRESETS`.
 
+Every function checks its arguments as the command line does: a wrong one raises an ``ntpbias.errors.NTPBiasError``
+(a ``ValueError``; also a ``TypeError`` for a wrong type or an unknown keyword) with the command line's one-line message
+(docs/errors-and-limits.md); every result prints as a short line (and as a table in a notebook).
+
 The layers of the package are listed in the README's "Development" section (each imports only the ones below it).
 """
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from types import FunctionType
 
 try:
     __version__ = version("ntpbias")
@@ -42,7 +47,11 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str):
     if name in _API:
-        return getattr(import_module(_API[name]), name)
+        obj = getattr(import_module(_API[name]), name)
+        if isinstance(obj, FunctionType):  # the boundary: a wrong keyword is ntpbias's TypeError naming the valid ones
+            obj = import_module("ntpbias.config").checked_call(obj, name)
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'ntpbias' has no attribute {name!r}")
 
 

@@ -14,6 +14,17 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 
+def floating_dtype(where: str, dtype) -> torch.dtype:
+    """``dtype`` checked at the Python API's boundary: ``torch.float64`` or ``torch.float32`` (or their names)."""
+    from .errors import ArgumentTypeError, describe_value
+
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    if not any(dtype is t for t in DTYPES.values()):
+        raise ArgumentTypeError(f"{where}: dtype = {describe_value(dtype)}: expected torch.float64 or torch.float32")
+    return dtype
+
+
 def as_tensor(x, *, dtype: torch.dtype | None = DEFAULT_DTYPE, device=None) -> torch.Tensor:
     """Convert ``x`` (array-like or tensor) to a tensor of ``dtype`` on ``device`` without copying when possible."""
     if isinstance(x, torch.Tensor):

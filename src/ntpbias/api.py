@@ -15,7 +15,6 @@ array([ True])
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
@@ -23,10 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import apply_overrides
-from .errors import DataError
+from ._repr import short_repr
+from ._tensor import DEVICE_PATTERN, resolve_device
+from .config import FieldError, apply_overrides, argument, unknown_keyword
+from .errors import ArgumentTypeError, ConfigError, DataError, describe_value
 from .experiments import GROUPS, TRAINERS
 from .experiments.base import (
+    SCALES,
     RunContext,
     get_preset,
     load_run_config,
@@ -34,15 +36,27 @@ from .experiments.base import (
     raise_if_failed,
     resolve_ids,
 )
-from .io import ensure_dir, input_file, write_json
+from .io import as_path, ensure_dir, input_file, no_empty_leftovers, read_input_text, write_json
+from .parallel import check_reachable
 from .report import draw, render
-from .results import Check, RunResult, Section, check_outputs, read_metrics_csv, tally, write_run
+from .results import (
+    Check,
+    RunResult,
+    Section,
+    check_outputs,
+    claim_run_dir,
+    read_metrics_csv,
+    tally,
+    verdict_counts,
+    write_run,
+)
 from .training.history import History
 
 #: the ``command`` recorded in summary.json for runs started from Python
 PYTHON_COMMAND = "ntpbias Python API"
 
 
+@short_repr
 @dataclass
 class Run:
     """A run directory read back (what :func:`load_run` and :func:`train` return).
@@ -77,17 +91,18 @@ class Run:
     @property
     def history(self) -> History:
         if len(self.histories) != 1:
-            raise ValueError(f"{self.out} holds several runs ({', '.join(self.histories)}); use .histories[name]")
+            raise DataError(f"{self.out} holds {len(self.histories)} training histories "
+                            f"({', '.join(self.histories) or 'none'}); use .histories[name]")
         return next(iter(self.histories.values()))
 
     @property
     def passed(self) -> bool:
         return all(c.verdict != "fail" for c in self.checks)
 
-    def __repr__(self) -> str:
-        counts = {v: sum(c.verdict == v for c in self.checks) for v in ("pass", "fail")}
-        return (f"Run({str(self.out)!r}, runs={list(self.histories)}, checks: {counts['pass']} pass, "
-                f"{counts['fail']} fail)")
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the directory, its runs, the checks' verdicts and the status."""
+        return {"out": str(self.out), "runs": tuple(self.histories), "checks": verdict_counts(self.checks),
+                "status": self.summary.get("status", "-")}
 
 
 def save_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
@@ -105,30 +120,14 @@ def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
     """Train one config (any experiment) into ``ctx.out``: the body of ``ntpbias train`` and of a sweep cell.
 
     The config's checks at the door (:func:`~ntpbias.experiments.base.preflight`: files, memory) and the output
-    directory's run before any work."""
+    directory's run before any work; the directory is then held by this process alone and must not hold another run
+    (:func:`~ntpbias.results.claim_run_dir`: ``ctx.overwrite`` clears it, ``ctx.resume`` continues it)."""
     preflight(cfg)
     check_outputs(ctx.out)
-    with _no_empty_leftovers(ctx.out):
+    with claim_run_dir(ctx.out, overwrite=ctx.overwrite, resume=ctx.resume):
         result = TRAINERS[cfg.experiment][1](cfg, ctx)
-    save_run(ctx.out, result, command=command)
+        save_run(ctx.out, result, command=command)
     return result
-
-
-@contextlib.contextmanager
-def _no_empty_leftovers(out: Path):
-    """A run refused before it wrote anything (a data file that fails to read, an assumption that fails) leaves no
-    empty output directory behind: the folders it created and left empty are removed (never a file)."""
-    existed = Path(out).exists()
-    try:
-        yield
-    except BaseException:
-        if not existed and Path(out).is_dir():
-            for folder in sorted((p for p in Path(out).rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                if not any(folder.iterdir()):
-                    folder.rmdir()
-            if not any(Path(out).iterdir()):
-                Path(out).rmdir()
-        raise
 
 
 def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda _msg: None) -> list[Section]:
@@ -139,29 +138,30 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
     chosen = resolve_ids(list(ids))
     if ctx.yelp:
         input_file(ctx.yelp, "--yelp")
-    for gid in chosen:  # every group's checks before the first group's work
+    for gid in chosen:  # every group's checks (its presets, the files it reads) before the first group's work
         GROUPS[gid].preflight(ctx)
     check_outputs(ctx.out, *(ctx.out / gid for gid in chosen if len(chosen) > 1))
-    out = Path(ctx.out)  # created by the first group that writes
+    check_reachable(ctx.executor)
+    out = Path(ctx.out)
     sections, t0 = [], time.perf_counter()
-    with _no_empty_leftovers(out):
+    with claim_run_dir(out, overwrite=ctx.overwrite, resume=ctx.resume, groups=tuple(GROUPS)):
         for gid, figures in chosen.items():
             group_dir = out if len(chosen) == 1 else out / gid
             say(f"[bold]{GROUPS[gid].title}[/]")
-            with _no_empty_leftovers(group_dir):
+            with no_empty_leftovers(group_dir):
                 result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
-    if len(chosen) > 1:
-        render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
-        write_json(out / "summary.json", {
-            "command": command, "scale": ctx.scale, "seeds": ctx.seeds, "executor": ctx.executor.describe(),
-            "seconds": time.perf_counter() - t0,
-            "sections": [s.as_dict() for s in sections],
-            "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
-            "tally": tally(c for s in sections for c in s.checks),
-            "passed": all(s.passed for s in sections),
-        })
+        if len(chosen) > 1:
+            render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
+            write_json(out / "summary.json", {
+                "command": command, "scale": ctx.scale, "seeds": ctx.seeds, "executor": ctx.executor.describe(),
+                "seconds": time.perf_counter() - t0,
+                "sections": [s.as_dict() for s in sections],
+                "checks": [dict(c.as_dict(), section=s.id) for s in sections for c in s.checks],
+                "tally": tally(c for s in sections for c in s.checks),
+                "passed": all(s.passed for s in sections),
+            })
     return sections
 
 
@@ -172,9 +172,12 @@ def from_sequences(sequences, *, context_length: int | None = None, autoregressi
 
     Parameters
     ----------
-    sequences : str, Path or list of lists of tokens
-        A sequences file (one sequence per line, tokens separated by whitespace; contexts never cross a line end)
-        or the sequences themselves, each a list of tokens.
+    sequences : str, Path or list
+        A sequences file (a path: one sequence per line, tokens separated by whitespace; contexts never cross a line
+        end) or the sequences themselves, each a string of whitespace-separated tokens (``"a b c"``: split on
+        whitespace, never into characters) or a list of tokens (``["a", "b", "c"]``, each converted with ``str``). A
+        list of single tokens (``["a", "b", "c"]``: one sequence or three?) is refused with a message saying how to
+        write either.
     context_length : int, optional
         K: every window of K consecutive tokens is a context and the token after it its label (K-gram statistics).
     autoregressive : bool
@@ -195,18 +198,63 @@ def from_sequences(sequences, *, context_length: int | None = None, autoregressi
     >>> data = from_sequences([["a", "b", "a"], ["a", "b", "b"]], context_length=1)
     >>> data.m, data.V, round(data.entropy, 4)  # after "a" always "b"; after "b" "a" or "b": H = ln(2)/2
     (2, 2, 0.3466)
+    >>> from_sequences(["a b a", "a b b"], context_length=1).vocab  # the same sequences, as strings
+    ('a', 'b')
     """
     from .data.sequences import autoregressive_samples, kgram_samples, load_sequences
 
+    where = "from_sequences"
+    if context_length is not None:
+        context_length = argument(where, "context_length", context_length, int, ge=1)
+    autoregressive = argument(where, "autoregressive", autoregressive, bool)
+    if max_context is not None:
+        max_context = argument(where, "max_context", max_context, int, ge=1)
+    embedding = argument(where, "embedding", str(embedding) if isinstance(embedding, Path) else embedding, str)
+    if (context_length is None) == (not autoregressive):
+        raise ConfigError(f"{where} needs exactly one of context_length=K or autoregressive=True")
     if isinstance(sequences, (str, Path)):
+        if isinstance(sequences, str) and "\n" in sequences:
+            raise DataError(f"{where}: got a string of several lines where a file path belongs; pass the sequences "
+                            "as a list of strings (text.splitlines()) or write them to a file")
         return load_sequences(sequences, context_length=context_length, autoregressive=autoregressive,
                               max_context=max_context, embedding=embedding)
-    seqs = [[str(t) for t in seq] for seq in sequences]
-    if (context_length is None) == (not autoregressive):
-        raise DataError("from_sequences needs exactly one of context_length=K or autoregressive=True")
-    samples = (autoregressive_samples(seqs, max_context=max_context) if autoregressive
-               else kgram_samples(seqs, context_length))
+    seqs = token_lists(sequences, where)
+    samples = (autoregressive_samples(seqs, max_context=max_context, source=where) if autoregressive
+               else kgram_samples(seqs, context_length, source=where))
     return samples.to_data(embedding, autoregressive=autoregressive)
+
+
+def token_lists(sequences, where: str) -> list[list[str]]:
+    """The token lists of ``sequences`` (see :func:`from_sequences`): each string split on whitespace, each list's
+    tokens converted with ``str``; a wrong type, an empty list, a token with whitespace, or only single tokens given
+    as strings (one sequence or several?) is an error naming the case."""
+    import numpy as np
+
+    if isinstance(sequences, (bytes, dict)) or not hasattr(sequences, "__iter__"):
+        raise ArgumentTypeError(f"{where}: sequences = {describe_value(sequences)}: expected a path or a list of "
+                                "sequences (strings of whitespace-separated tokens, or lists of tokens)")
+    sequences = list(sequences)
+    seqs = []
+    for i, seq in enumerate(sequences):
+        if isinstance(seq, str):
+            seqs.append(seq.split())
+        elif isinstance(seq, (list, tuple, np.ndarray)):
+            tokens = [str(t) for t in (seq.tolist() if isinstance(seq, np.ndarray) else seq)]
+            bad = next((t for t in tokens if not t or t != "".join(t.split())), None)
+            if bad is not None:
+                raise DataError(f"{where}: sequences[{i}] has the token {bad!r}; a token is non-empty and has no "
+                                "whitespace (pass a string \"a b c\" to have it split)")
+            seqs.append(tokens)
+        else:
+            raise ArgumentTypeError(f"{where}: sequences[{i}] = {describe_value(seq)}: expected a string of "
+                                    "whitespace-separated tokens or a list of tokens")
+    if not seqs:
+        raise DataError(f"{where}: no sequences were given")
+    if len(seqs) > 1 and all(isinstance(x, str) for x in sequences) and all(len(t) <= 1 for t in seqs):
+        raise DataError(f"{where}: every sequence is a single token ({describe_value(sequences)}): a list of strings "
+                        "is a list of sequences, each string's tokens separated by spaces; for one sequence a b c "
+                        "pass [\"a b c\"] or [[\"a\", \"b\", \"c\"]]")
+    return seqs
 
 
 def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str = "onehot", **settings):
@@ -236,15 +284,32 @@ def from_text(source: str | Path | list, *, max_context: int = 2, embedding: str
     >>> data.V <= 21 and data.m == len(data.contexts)
     True
     """
+    import dataclasses
+
     from .data.corpus import CorpusConfig, export_ntp_data, tokenize_corpus
 
-    config = CorpusConfig(max_context=max_context, **settings)
-    return export_ntp_data(tokenize_corpus(source, config), config, embedding)
+    where = "from_text"
+    valid = [f.name for f in dataclasses.fields(CorpusConfig)]
+    for key in settings:
+        if key not in valid or key == "max_context":
+            raise unknown_keyword(f"{where}()", key, ["source", "embedding", *valid])
+    items = source if isinstance(source, (list, tuple)) else [source]
+    if not items:
+        raise DataError(f"{where}: source is an empty list; give a file, a folder or \"shakespeare\"")
+    for item in items:
+        as_path(item, f"{where}: source")
+    embedding = argument(where, "embedding", str(embedding) if isinstance(embedding, Path) else embedding, str)
+    try:
+        config = CorpusConfig(max_context=max_context, **settings)
+    except FieldError as exc:
+        raise exc.under(f"{where}: ") from None
+    return export_ntp_data(tokenize_corpus(source if isinstance(source, (str, Path)) else [str(x) for x in source],
+                                           config), config, embedding)
 
 
 def train(config: str | Path | Any | None = None, *, out: str | Path, preset: str | None = None,
           set: dict[str, Any] | None = None, scale: str = "paper", resume: bool = False,  # noqa: A002
-          progress: bool = False) -> Run:
+          overwrite: bool = False, progress: bool = False) -> Run:
     """Train a preset, a config file or a config object into a run directory (as ``ntpbias train``).
 
     Parameters
@@ -262,6 +327,9 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
         The preset's scale.
     resume : bool
         Continue from the directory's last checkpoint (the same numbers as an uninterrupted run).
+    overwrite : bool
+        Clear an ``out`` that holds an earlier run first; without it (or ``resume``) such an ``out`` is refused
+        (:class:`~ntpbias.errors.OutputInUseError`), so that the files of two runs never mix.
     progress : bool
         Show a progress bar.
 
@@ -276,22 +344,34 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
     >>> run.history["loss"].shape[0] > 1 and run.config.train.steps == 50
     True
     """
+    where = "train"
+    out = as_path(out, f"{where}: out")
+    scale = argument(where, "scale", scale, str, choices=SCALES)
+    resume, overwrite, progress = (argument(where, k, v, bool) for k, v in
+                                   (("resume", resume), ("overwrite", overwrite), ("progress", progress)))
+    if set is not None and (not isinstance(set, dict) or not all(isinstance(k, str) for k in set)):
+        raise ArgumentTypeError(f"{where}: set = {describe_value(set)}: expected a dict of settings, e.g. "
+                                "{\"train.steps\": 1000}")
     if isinstance(config, str) and not config.endswith(".toml"):
         config, preset = None, config
     if preset is not None:
-        cfg = get_preset(preset).make(scale)
+        cfg = get_preset(argument(where, "preset", preset, str)).make(scale)
     elif isinstance(config, (str, Path)):
         cfg = load_run_config(config)
+    elif config is None or getattr(config, "experiment", None) not in TRAINERS or isinstance(config, type):
+        raise ArgumentTypeError(f"{where}: config = {describe_value(config)}: expected a preset name, a TOML path or "
+                                f"a run config object (one of {', '.join(c.__name__ for c, _ in TRAINERS.values())})")
     else:
         cfg = config
     cfg = apply_overrides(cfg, [f"{k}={v}" for k, v in (set or {}).items()])
-    ctx = RunContext(out=Path(out), progress=progress, resume=resume, device=cfg.device)
+    ctx = RunContext(out=out, progress=progress, resume=resume, overwrite=overwrite, device=cfg.device)
     run_config(cfg, ctx, command=PYTHON_COMMAND)
     return load_run(out)
 
 
 def reproduce(ids: list[str] | str = "all", *, out: str | Path, scale: str = "quick", seeds: int = 1,
-              device: str = "cpu", progress: bool = False) -> list[Section]:
+              device: str = "cpu", resume: bool = False, overwrite: bool = False,
+              progress: bool = False) -> list[Section]:
     """Reproduce experiment groups or single figures (as ``ntpbias reproduce``).
 
     Parameters
@@ -308,6 +388,10 @@ def reproduce(ids: list[str] | str = "all", *, out: str | Path, scale: str = "qu
         Seeds (initializations or datasets) per experiment.
     device : str
         ``"cpu"`` or ``"cuda"``.
+    resume : bool
+        Continue interrupted trainings from their checkpoints.
+    overwrite : bool
+        Clear an ``out`` that holds an earlier run first (else it is refused unless ``resume``).
     progress : bool
         Show progress bars.
 
@@ -322,8 +406,19 @@ def reproduce(ids: list[str] | str = "all", *, out: str | Path, scale: str = "qu
     >>> [s.id for s in sections]
     ['linear']
     """
-    ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=progress)
-    return run_groups([ids] if isinstance(ids, str) else list(ids), ctx, command=PYTHON_COMMAND)
+    where = "reproduce"
+    ids = [ids] if isinstance(ids, str) else ids
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) for i in ids):
+        raise ArgumentTypeError(f"{where}: ids = {describe_value(ids)}: expected an ID or a list of IDs (see "
+                                "`ntpbias list`), e.g. \"linear\" or [\"linear-fig4\", \"linear-fig5\"]")
+    ctx = RunContext(out=as_path(out, f"{where}: out"), scale=argument(where, "scale", scale, str, choices=SCALES),
+                     seeds=argument(where, "seeds", seeds, int, ge=1),
+                     device=argument(where, "device", device, str, pattern=DEVICE_PATTERN),
+                     progress=argument(where, "progress", progress, bool),
+                     resume=argument(where, "resume", resume, bool),
+                     overwrite=argument(where, "overwrite", overwrite, bool))
+    resolve_device(ctx.device)
+    return run_groups(list(ids), ctx, command=PYTHON_COMMAND)
 
 
 def load_run(path: str | Path) -> Run:
@@ -347,11 +442,15 @@ def load_run(path: str | Path) -> Run:
     >>> run.config.experiment, list(run.histories)
     ('linear', ['train'])
     """
-    path = Path(path)
+    path = as_path(path, "load_run: path")
     summary_path = path / "summary.json"
     if not summary_path.is_file():
         raise DataError(f"{path}: not a run directory (no summary.json); pass the --out of a train or reproduce run")
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    try:
+        summary = json.loads(read_input_text(summary_path))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{summary_path}: not valid JSON ({exc.msg} at line {exc.lineno}); the run directory is "
+                        "damaged: run it again with --overwrite") from None
     rows = read_metrics_csv(path / "metrics.csv") if (path / "metrics.csv").is_file() else []
     rows = [r for r in rows if "step" in r]  # training histories (a separability study's rows are curves over d)
     names = list(dict.fromkeys(r.get("run", "") for r in rows))

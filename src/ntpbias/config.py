@@ -27,12 +27,13 @@ import numbers
 import re
 import tomllib
 import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import tomli_w
 
-from .errors import ConfigError
+from .errors import ArgumentTypeError, ConfigError, describe_value
 
 C = TypeVar("C")
 
@@ -48,7 +49,74 @@ class FieldError(ConfigError):
         super().__init__(f"{key} {detail}")
 
     def under(self, prefix: str) -> FieldError:
-        return FieldError(prefix + self.key, self.detail)
+        return type(self)(prefix + self.key, self.detail)
+
+
+class FieldTypeError(FieldError, ArgumentTypeError):
+    """A config value or API argument of the wrong type (a list where a number belongs, ...): also a ``TypeError``."""
+
+
+def argument(where: str, name: str, value: Any, typ: Any, **limits) -> Any:
+    """An argument of a public function checked like a config value: its type (``int``, ``float``, ``str``,
+    ``bool``, ``tuple[int, ...]``, ...) and the limits of :func:`setting` (``ge``, ``gt``, ``le``, ``lt``,
+    ``choices``, ``pattern``, ``finite``); returns it converted (an int where a float belongs becomes a float, a list
+    a tuple; a numpy array, tensor or range where a list belongs is taken as a list). A value of the wrong type is a
+    :class:`FieldTypeError` (a ``TypeError``), one out of range a :class:`FieldError` (a ``ValueError``); both name
+    ``where`` (the function) and the argument.
+
+    >>> argument("random_ntp", "m", 3, int, ge=1)
+    3
+    >>> argument("random_ntp", "m", "3", int, ge=1)
+    Traceback (most recent call last):
+    ...
+    ntpbias.config.FieldTypeError: random_ntp: m = '3': expected an integer (int >= 1)
+    """
+    if typing.get_origin(typ) is tuple and (isinstance(value, range) or callable(getattr(value, "tolist", None))):
+        value = list(value) if isinstance(value, range) else value.tolist()
+    try:
+        return _validated(value, typ, setting(None, **limits), name)
+    except FieldError as exc:
+        raise exc.under(f"{where}: ") from None
+
+
+def unknown_keyword(where: str, name: str, valid: Iterable[str]) -> ArgumentTypeError:
+    """The error for an unknown keyword argument: it names the valid keywords and the closest one.
+
+    >>> str(unknown_keyword("from_text()", "maxvocab", ["max_vocab", "max_tokens"]))
+    "from_text(): unknown keyword argument 'maxvocab' (did you mean max_vocab?); valid keywords: max_vocab, max_tokens"
+    """
+    import difflib
+
+    valid = list(valid)
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ArgumentTypeError(f"{where}: unknown keyword argument {name!r}{hint}; valid keywords: {', '.join(valid)}")
+
+
+def checked_call(fn: Callable, name: str = "") -> Callable:
+    """``fn`` whose calls are checked against its signature first: an unknown keyword, a missing or an extra argument
+    is an :class:`~ntpbias.errors.ArgumentTypeError` (a ``TypeError``) naming the valid keywords, not Python's bare
+    ``TypeError`` (the Python API's boundary, ``import ntpbias as nb``); ``name``: the name it is called by (default
+    its own)."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    name = name or fn.__name__
+    names = [p for p, par in sig.parameters.items() if par.kind not in (par.VAR_POSITIONAL, par.VAR_KEYWORD)]
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            unknown = [k for k in kwargs if k not in sig.parameters]
+            if unknown and not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+                raise unknown_keyword(f"{name}()", unknown[0], names) from None
+            raise ArgumentTypeError(f"{name}(): {exc}; its arguments: {', '.join(names)}") from None
+        return fn(*args, **kwargs)
+
+    return call
 
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None, ge: float | None = None,
@@ -175,12 +243,12 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
     m = f.metadata
     if dataclasses.is_dataclass(typ):
         if not isinstance(value, typ):
-            raise FieldError(key, f"= {value!r}: expected a table of settings ({typ.__name__})")
+            raise FieldTypeError(key, f"= {describe_value(value)}: expected a table of settings ({typ.__name__})")
         return value
     origin = typing.get_origin(typ)
     if origin is tuple:
         if not isinstance(value, (tuple, list)):
-            raise FieldError(key, f"= {value!r}: expected a list ({allowed(f, typ)})")
+            raise FieldTypeError(key, f"= {describe_value(value)}: expected a list ({allowed(f, typ)})")
         args = typing.get_args(typ)
         item_types = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
         if len(item_types) != len(value):
@@ -188,17 +256,17 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
         return tuple(_validated(v, t, f, key) for v, t in zip(value, item_types, strict=True))
     if typ is bool:
         if not isinstance(value, bool):
-            raise FieldError(key, f"= {value!r}: expected true or false")
+            raise FieldTypeError(key, f"= {describe_value(value)}: expected true or false")
         return value
     if typ is int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise FieldError(key, f"= {value!r}: expected an integer ({allowed(f, typ)})")
+            raise FieldTypeError(key, f"= {describe_value(value)}: expected an integer ({allowed(f, typ)})")
         value = int(value)
         if abs(value) > INT64_MAX:
             raise FieldError(key, f"= {value!r}: must fit a 64-bit integer (|value| <= 2^63 - 1)")
     elif typ is float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise FieldError(key, f"= {value!r}: expected a number ({allowed(f, typ)})")
+            raise FieldTypeError(key, f"= {describe_value(value)}: expected a number ({allowed(f, typ)})")
         try:
             value = float(value)
         except OverflowError:
@@ -207,7 +275,7 @@ def _validated(value: Any, typ: Any, f: dataclasses.Field, key: str) -> Any:
             raise FieldError(key, f"= {value!r}: must be a finite number ({allowed(f, typ)})")
     elif typ is str:
         if not isinstance(value, str):
-            raise FieldError(key, f"= {value!r}: expected a string ({allowed(f, typ)})")
+            raise FieldTypeError(key, f"= {describe_value(value)}: expected a string ({allowed(f, typ)})")
         if m.get("choices") and value not in m["choices"]:
             raise FieldError(key, f"= {value!r}: unknown value; choose one of {', '.join(map(str, m['choices']))}")
         if m.get("pattern") and not re.fullmatch(m["pattern"], value):
@@ -285,7 +353,9 @@ def _coerce(value: Any, typ: Any, where: str, *, text: bool = False) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         if isinstance(value, (int, float)):
-            return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)  # inf: refused later
+            if isinstance(value, float) or abs(value) < 2**1023:
+                return float(value)  # NaN and infinities are refused later, by name
+            return math.copysign(math.inf, value)  # an int beyond float64
         if isinstance(value, str):
             try:
                 return float(value)

@@ -1,10 +1,13 @@
 """File input and crash-safe output.
 
 Output: everything ntpbias writes goes to a temporary name and is renamed into place, so an interrupted run never
-leaves a half-written file that looks complete. Input: every file a user names goes through :func:`input_file` (a
-missing path, a directory, a FIFO or device where a file belongs are one clear error) and is read by
-:func:`read_input_text` or :func:`load_npy`, which turn every decoding failure into a :class:`DataError` naming the
-file.
+leaves a half-written file that looks complete; the file gets the permissions of any file this process creates (0644
+under the usual umask 022, so a group sharing a run directory can read it). An output directory is written by one
+process at a time (:func:`locked_dir`: a second writer is refused with the holder's pid).
+
+Input: every file a user names goes through :func:`input_file` (a missing path, a directory, a FIFO or device where a
+file belongs are one clear error) and is read by :func:`read_input_text` or :func:`load_npy`, which turn every
+decoding failure into a :class:`DataError` naming the file.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import DataError
+from .errors import ArgumentTypeError, DataError, describe_value
 
 
 @contextlib.contextmanager
@@ -26,7 +29,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     ensure_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, FILE_MODE & ~umask())  # mkstemp creates 0600: give the mode open() would give
+    finally:
+        os.close(fd)
     tmp = Path(tmp)
     try:
         yield tmp
@@ -34,6 +40,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+#: the mode of a new file before the umask (what ``open(path, "w")`` asks for)
+FILE_MODE = 0o666
+
+
+def umask() -> int:
+    """This process's umask (read without changing it where Linux exposes it; else set and restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -82,9 +106,17 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def as_path(path: str | os.PathLike, what: str = "path") -> Path:
+    """``path`` as a :class:`~pathlib.Path`; anything but a string or path-like object is an
+    :class:`~ntpbias.errors.ArgumentTypeError` naming ``what``."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise ArgumentTypeError(f"{what} = {describe_value(path)}: expected a path (a string or a pathlib.Path)")
+    return Path(path)
+
+
 def ensure_dir(path: str | os.PathLike) -> Path:
     """Create ``path`` (and parents); an unwritable location is a :class:`DataError` with a clear message."""
-    path = Path(path)
+    path = as_path(path, "out")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -100,7 +132,7 @@ def input_file(path: str | os.PathLike, what: str = "") -> Path:
 
     A FIFO or a device is refused before it is opened: reading one could block forever.
     """
-    path = Path(path)
+    path = as_path(path, what or "path")
     where = f"{what} {path}".strip()
     try:
         mode = path.stat().st_mode
@@ -153,7 +185,7 @@ def check_output_dir(out: str | os.PathLike, files: tuple[str, ...] = (), dirs: 
     """Check, before any work, that ``out`` can hold a command's outputs: it is a directory (or can be created
     there), and none of the ``files`` it will write is a directory, nor any of its ``dirs`` a file. Creates nothing;
     a problem is a :class:`DataError` naming the path."""
-    out = Path(out)
+    out = as_path(out, "out")
     if out.exists() and not out.is_dir():
         raise DataError(f"output directory {out} is a file; choose another --out")
     parent = out
@@ -173,3 +205,114 @@ def check_output_dir(out: str | os.PathLike, files: tuple[str, ...] = (), dirs: 
         if target.exists() and not target.is_dir():
             raise DataError(f"{target} is a file where ntpbias writes a directory; remove it or choose another --out")
     return out
+
+
+# ---------------------------------------------------------------------------------------------- one writer at a time
+#: the lock file of an output directory (removed when its writer ends; one left by a killed process is taken over)
+LOCK_NAME = ".ntpbias.lock"
+
+
+@contextlib.contextmanager
+def locked_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``path`` (an output directory, created if needed) for this process alone while the body runs.
+
+    The lock is ``path/.ntpbias.lock`` with an exclusive ``flock`` on it and the holder's pid and host inside: a
+    second ntpbias process is refused with an :class:`~ntpbias.errors.OutputInUseError` naming that pid. The kernel
+    drops the lock of a process that dies, so a lock file left by a killed run is taken over. When the body fails in
+    a directory this call created, the folders left empty (and the directory itself, when empty) are removed: a
+    refused run leaves nothing behind.
+    """
+    path = Path(path)
+    created = not path.exists()
+    ensure_dir(path)
+    lock = path / LOCK_NAME
+    fd = _acquire(lock)
+    try:
+        with no_empty_leftovers(path, created=created):
+            yield path
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        if created and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
+def _acquire(lock: Path) -> int:
+    """An open descriptor of ``lock`` holding its exclusive flock, with this process's pid written in it."""
+    import fcntl
+    import platform
+
+    from .errors import OutputInUseError
+
+    for _ in range(5):  # the previous holder may unlink the file between our open and our flock: open it again
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE & ~umask())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 256).decode("utf-8", "replace").split()
+            os.close(fd)
+            pid = f"pid {holder[0]}" + (f" on {holder[1]}" if len(holder) > 1 else "") if holder else "pid unknown"
+            raise OutputInUseError(f"{lock.parent} is being written by another ntpbias process ({pid}); wait for it "
+                                   "to finish or choose another --out") from None
+        except OSError:  # a file system without locks (some network mounts): the lock is the pid in the file
+            _claim_by_pid(fd, lock)
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {platform.node()}\n".encode(), 0)
+            return fd
+        os.close(fd)
+    raise OutputInUseError(f"cannot lock {lock}: other processes keep taking it; choose another --out")
+
+
+def _claim_by_pid(fd: int, lock: Path) -> None:
+    """Without flock: the lock is free when its file is empty or names a process of this host that is gone (else an
+    :class:`~ntpbias.errors.OutputInUseError`)."""
+    import platform
+
+    from .errors import OutputInUseError
+
+    holder = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
+    if not holder:
+        return
+    if len(holder) > 1 and holder[1] != platform.node():
+        os.close(fd)
+        raise OutputInUseError(f"{lock.parent} is locked by pid {holder[0]} on {holder[1]}; wait for it, or delete "
+                               f"{lock} if that process is gone")
+    pid = int(holder[0]) if holder[0].isdigit() else 0
+    if pid and pid != os.getpid() and _alive(pid):
+        os.close(fd)
+        raise OutputInUseError(f"{lock.parent} is being written by another ntpbias process (pid {pid}); wait for it "
+                               "to finish or choose another --out")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def no_empty_leftovers(path: str | os.PathLike, *, created: bool | None = None) -> Iterator[None]:
+    """When the body fails in a directory that did not exist before (``created``; default: whether ``path`` exists
+    now), remove the folders under it that are left empty, and ``path`` itself when empty (never a file)."""
+    path = Path(path)
+    created = not path.exists() if created is None else created
+    try:
+        yield
+    except BaseException:
+        if created and path.is_dir():
+            for folder in sorted((p for p in path.rglob("*") if p.is_dir() and not p.is_symlink()),
+                                 key=lambda p: -len(p.parts)):
+                if not any(folder.iterdir()):
+                    folder.rmdir()
+            if not any(path.iterdir()):
+                path.rmdir()
+        raise

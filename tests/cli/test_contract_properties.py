@@ -123,7 +123,7 @@ def test_train_refuses_a_config_file_with_a_value_of_the_wrong_type(tmp_path, cl
 
     cfg = PRESETS[preset].make("smoke")
     record = to_dict(cfg)
-    leaves = [(k.split("."), v) for k, v in _flat(record).items() if k != "experiment"]
+    leaves = [(k.split("."), v) for k, v in _flat(record).items()]
     path, value = data.draw(st.sampled_from(leaves))
     node = record
     for part in path[:-1]:
@@ -165,7 +165,7 @@ def bad_npz(draw):
     P = rng.random((m, V))
     P /= P.sum(1, keepdims=True)
     kind = draw(st.sampled_from(["nan-H", "inf-H", "unnormalized", "negative", "shapes", "one-token", "no-P",
-                                 "strings", "nan-P"]))
+                                 "strings", "nan-P", "n_samples-vector", "lengths-strings", "vocab-2d"]))
     if kind == "nan-H":
         H[rng.integers(m), rng.integers(d)] = np.nan
     elif kind == "inf-H":
@@ -184,6 +184,12 @@ def bad_npz(draw):
     elif kind == "nan-P":
         P[rng.integers(m), 0] = np.nan
     arrays = {"H": H} if kind == "no-P" else {"H": H, "P": P}
+    if kind == "n_samples-vector":  # a vector where a scalar belongs
+        arrays["n_samples"] = np.arange(1, draw(st.integers(2, 4)))
+    elif kind == "lengths-strings":
+        arrays["context_lengths"] = np.array(["x"] * m)
+    elif kind == "vocab-2d":
+        arrays["vocab"] = np.array([[f"t{v}" for v in range(V)]])
     return arrays, kind
 
 
@@ -246,7 +252,8 @@ def test_corpus_refuses_bad_options(tmp_path, cli, args):
 def bad_sweep(draw):
     """(sweep file text, a word the error must contain)."""
     head = '[base]\npreset = "linear-2d"\n'
-    kind = draw(st.sampled_from(["table", "key", "value", "base-set-table", "metric", "range", "linspace", "run"]))
+    kind = draw(st.sampled_from(["table", "key", "value", "base-set-table", "metric", "range", "linspace", "run",
+                                 "not-a-table", "axis-over-a-table", "base-value"]))
     name = draw(NAME)
     if kind == "table":
         return head + f"[{name}x]\n", f"{name}x"
@@ -262,6 +269,15 @@ def bad_sweep(draw):
         return head + f'[axes]\nseed = {{range = [0, {draw(st.integers(2**63, 2**70))}]}}\n', "range"
     if kind == "linspace":
         return head + '[axes]\n"optimizer.lr" = {linspace = [-1.0, 1.0, 5]}\n', "optimizer.lr"
+    if kind == "not-a-table":  # a value where a table belongs
+        table, value = draw(st.sampled_from(["run", "collect", "axes"])), draw(st.sampled_from(["3", "[1]", "true"]))
+        return f"{table} = {value}\n" + head, f"{table} = "
+    if kind == "axis-over-a-table":
+        table = draw(st.sampled_from(["data", "optimizer", "train"]))
+        return head + f"[axes]\n{table} = [{{{name} = 1}}]\n", f"{table} is a table of settings"
+    if kind == "base-value":
+        value = draw(st.sampled_from(["3", '["linear-2d"]', "true"]))
+        return f"[base]\npreset = {value}\n", "[base] preset = "
     return head + f'[run]\nexecutor = "{name}x"\n', "executor"
 
 

@@ -65,6 +65,50 @@ def test_analyze_another_text_and_options(planted_run, cli, tmp_path):
     assert "logit_cos_perp_mm" not in record["lm"]
 
 
+def _tree(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_train_into_a_directory_holding_another_run_is_refused(cli, assert_user_error, tmp_path):
+    """The run-directory rules of ``ntpbias train`` (docs/errors-and-limits.md): an --out that holds another run is
+    refused, one line and nothing written, unless --overwrite; --overwrite with --resume is refused too."""
+    out = tmp_path / "out"
+    assert cli("train", "--preset", "linear-2d", "--scale", "smoke", "--quiet", "--out", out)[0] == 0
+    before = _tree(out)
+    lm_train = ["lm", "train", "--preset", "lm-planted", *TINY, "--quiet", "--out", out]
+    code, _, err = cli(*lm_train)
+    assert_user_error(code, err, f"{out} already holds an earlier run (summary.json, config.toml, metrics.csv, "
+                                 "report.html); pass --overwrite to replace it, --resume to continue it")
+    code, _, err = cli(*lm_train, "--overwrite", "--resume")
+    assert_user_error(code, err, "--overwrite starts the run over and --resume continues it: give one of them")
+    code, _, err = cli("lm", "train", tmp_path / "missing.txt", "--out", out)
+    assert_user_error(code, err, "missing.txt")
+    code, _, err = cli("lm", "train", "--preset", "lm-planted", "--set", "model.layers=0", "--out", out)
+    assert_user_error(code, err, "model.layers")
+    code, _, err = cli("lm", "analyze", tmp_path / "no-run", "--out", out)
+    assert_user_error(code, err, "already holds an earlier run")
+    assert _tree(out) == before
+
+
+@pytest.mark.slow
+def test_overwrite_replaces_another_run(planted_run, cli, assert_user_error, tmp_path):
+    out = tmp_path / "out"
+    assert cli("train", "--preset", "linear-2d", "--scale", "smoke", "--quiet", "--out", out)[0] == 0
+    analyze = ["lm", "analyze", planted_run / "run", "--checkpoints", 2, "--no-nuclear", "--quiet", "--out", out]
+    code, _, err = cli(*analyze)
+    assert_user_error(code, err, "already holds an earlier run")
+    code, _, err = cli(*analyze, "--overwrite")
+    assert code == 0, err
+    assert (out / "analysis.json").is_file() and not (out / "summary.json").exists()
+    assert not (out / "geometry.npz").exists() and not (out / ".ntpbias.lock").exists()
+    code, _, err = cli("lm", "train", "--preset", "lm-planted", *TINY, "--quiet", "--out", out)
+    assert_user_error(code, err, "already holds an earlier run (analysis.json")
+    code, _, err = cli("lm", "train", "--preset", "lm-planted", *TINY, "--quiet", "--out", out, "--overwrite")
+    assert code == 0, err
+    assert not (out / "analysis.json").exists() and not (out / "ntp_data.npz").exists()
+    assert (out / "tokenizer.json").is_file() and (out / "checkpoints").is_dir()
+
+
 def test_user_errors(cli, assert_user_error, tmp_path):
     code, _, err = cli("lm", "train", "--out", tmp_path / "x")
     assert_user_error(code, err, "give the TEXT to train on")

@@ -69,6 +69,13 @@ def max_memory_option(command):
                              "(docs/errors-and-limits.md).")(run)
 
 
+def overwrite_option(command):
+    """The ``--overwrite`` flag of a command that writes an output directory (docs/errors-and-limits.md)."""
+    return click.option("--overwrite", is_flag=True,
+                        help="Replace an earlier run in --out (its outputs are deleted first); without it, an --out "
+                             "that holds another run is refused.")(command)
+
+
 def check_output_file(path: str | Path, what: str) -> Path:
     """An output file's path checked before any work: not a directory, in a folder that can be created/written."""
     from ..io import check_output_dir

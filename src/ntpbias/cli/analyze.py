@@ -9,7 +9,7 @@ import click
 
 from .. import __version__
 from ..config import INT64_MAX
-from ._common import _console, cli, load_ntp_data, max_memory_option
+from ._common import _console, cli, load_ntp_data, max_memory_option, overwrite_option
 
 
 def _fmt(x) -> str:
@@ -38,7 +38,7 @@ def _fmt(x) -> str:
                    "method (float32 active-set search, float64 refinement); auto picks by size.")
 @click.option("--float32", "float32", is_flag=True,
               help="Run the dual solver in float32 (its certificate is still checked, and refined, in float64).")
-@click.option("--max-iter", type=click.IntRange(min=1), default=None,
+@click.option("--max-iter", type=click.IntRange(1, INT64_MAX), default=None,
               help="Iteration cap of the dual solver (default 20000).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the matrix-free computations run.")
@@ -48,11 +48,12 @@ def _fmt(x) -> str:
 @click.option("--norms", default="", metavar="LIST",
               help="Also the max-margin solution in each of these norms (comma-separated: l2, linf, l1, spectral, "
                    "nuclear), certified, into the max_margin object of analysis.json and W_mm_<norm> of geometry.npz.")
+@overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
-            with_ufm, norms, as_json, quiet):
+            with_ufm, norms, overwrite, as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
 
     DATA is an NTP dataset .npz (H: m x d, P: m x V, optional pi, vocab, contexts) or a sequences .txt
@@ -74,12 +75,14 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
     from .._tensor import resolve_device
     from ..geometry.analysis import analyze as run_analysis
     from ..geometry.norms import parse_norms
-    from ..io import check_output_dir, ensure_dir, sha256_file, write_json, write_npz
+    from ..io import check_output_dir, sha256_file, write_json, write_npz
+    from ..results import check_earlier_run, claim_run_dir
 
     norm_list = parse_norms(norms) if norms else ()  # a bad list fails before any work
     console = _console(quiet)
     dev = resolve_device(device)
     out = check_output_dir(out, ("analysis.json", "geometry.npz"))
+    check_earlier_run(out, overwrite=overwrite)
     with console.status("reading data"):
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)
@@ -111,9 +114,9 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
         "embedding": None if Path(data).suffix == ".npz" else embedding,
     }
     record["ntpbias_version"] = __version__
-    ensure_dir(out)  # only once the results exist: a failed run leaves nothing behind
-    write_npz(out / "geometry.npz", **arrays)
-    write_json(out / "analysis.json", record)
+    with claim_run_dir(out, overwrite=overwrite):  # only once the results exist: a failed run leaves nothing behind
+        write_npz(out / "geometry.npz", **arrays)
+        write_json(out / "analysis.json", record)
     if as_json:
         click.echo(json.dumps(record, indent=2))
     else:

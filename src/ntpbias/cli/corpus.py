@@ -9,43 +9,46 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from ._common import _console, check_output_file, cli, max_memory_option
+from ..config import INT64_MAX
+from ._common import _console, check_output_file, cli, max_memory_option, overwrite_option
 
 
 @cli.command()
 @click.argument("text", nargs=-1, required=True)
-@click.option("--max-context", "-T", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-context", "-T", type=click.IntRange(1, INT64_MAX), default=8, show_default=True,
               help="Longest context length T.")
 @click.option("--tokenizer", type=click.Choice(["word", "wordpiece", "bert-base-uncased"]), default="word",
               show_default=True, help="word: lower-cased words and punctuation; wordpiece: bert-base-uncased.")
 @click.option("--segment", type=click.Choice(["document", "line"]), default="document", show_default=True,
               help="document: sliding windows of T+1 tokens inside each document; line: prefixes of each line.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--stride", type=click.IntRange(1, INT64_MAX), default=1, show_default=True,
               help="document: a window starts every STRIDE tokens (1: all t-grams; T+1: disjoint blocks).")
-@click.option("--max-tokens", type=click.IntRange(min=0), default=0,
+@click.option("--max-tokens", type=click.IntRange(0, INT64_MAX), default=0,
               help="Use only the first N tokens (default: all).")
-@click.option("--max-vocab", type=click.IntRange(min=0), default=0,
+@click.option("--max-vocab", type=click.IntRange(0, INT64_MAX), default=0,
               help="Keep the K most frequent tokens, the rest become <unk>.")
 @click.option("--keep-case", is_flag=True, help="Do not lower-case (word tokenizer).")
 @click.option("--no-punctuation", is_flag=True, help="Drop punctuation instead of keeping it as tokens.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write corpus.json, support_sizes.csv and figures/corpus_stats.{png,svg} here.")
+@overwrite_option
 @click.option("--export", "export", type=click.Path(dir_okay=False), default=None,
               help="Write the autoregressive NTP data (.npz) for `ntpbias analyze`.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="With --export: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
 @click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default=None,
               help="Count in shards of documents on this executor and merge (same counts as one process).")
-@click.option("--workers", type=click.IntRange(min=0), default=0, help="Workers of --executor (0 = every core).")
+@click.option("--workers", type=click.IntRange(0, INT64_MAX), default=0,
+              help="Workers of --executor (0 = every core).")
 @click.option("--scheduler", default="", metavar="tcp://HOST:PORT",
               help="Existing Dask scheduler (implies --executor dask).")
-@click.option("--shards", type=click.IntRange(min=0), default=0,
+@click.option("--shards", type=click.IntRange(0, INT64_MAX), default=0,
               help="Shards of contiguous documents (default: 4 per worker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
 def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab, keep_case, no_punctuation, out,
-           export, embedding, executor, workers, scheduler, shards, as_json, quiet):
+           overwrite, export, embedding, executor, workers, scheduler, shards, as_json, quiet):
     """Next-token statistics of TEXT per context length: distinct contexts, support sizes, entropies H_t.
 
     TEXT is one or more UTF-8 text files, folders of .txt/.md files, or `shakespeare` (38 plays shipped by the
@@ -75,6 +78,7 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
     from ..data.corpus_shards import sharded_corpus_statistics
     from ..data.embedding import EmbeddingSpec
     from ..io import check_output_dir, input_file
+    from ..results import check_earlier_run
 
     config = CorpusConfig(max_context=max_context, tokenizer=tokenizer, lowercase=not keep_case,
                           punctuation=not no_punctuation, segment=segment, stride=stride, max_tokens=max_tokens,
@@ -84,6 +88,7 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
         input_file(spec.path, "--embedding")
     if out is not None:
         check_output_dir(out, ("corpus.json", "support_sizes.csv"), ("figures",))
+        check_earlier_run(out, overwrite=overwrite)
     if export:
         check_output_file(export, "--export")
     console = _console(quiet)
@@ -111,7 +116,7 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
               "config": dataclasses.asdict(config), "ntpbias_version": __version__}
     # everything is computed; only now write (each file atomically)
     if out is not None:
-        _write_outputs(Path(out), record, stats)
+        _write_outputs(Path(out), record, stats, overwrite)
     if data is not None:
         data.save(export)
     if as_json:
@@ -120,16 +125,17 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
         _print_table(record, out, export, data)
 
 
-def _write_outputs(out: Path, record: dict, stats) -> None:
-    from ..io import ensure_dir, write_json, write_text
+def _write_outputs(out: Path, record: dict, stats, overwrite: bool) -> None:
+    from ..io import write_json, write_text
+    from ..results import claim_run_dir
 
-    ensure_dir(out)
     rows = ["t,support_size,contexts"]
     for t, hist in enumerate(stats.support_histograms, start=1):
         rows += [f"{t},{s},{int(c)}" for s, c in enumerate(hist) if c]
-    write_json(out / "corpus.json", record)
-    write_text(out / "support_sizes.csv", "\n".join(rows) + "\n")
-    _plot(stats, out, record["source"])
+    with claim_run_dir(out, overwrite=overwrite):
+        write_json(out / "corpus.json", record)
+        write_text(out / "support_sizes.csv", "\n".join(rows) + "\n")
+        _plot(stats, out, record["source"])
 
 
 def _plot(stats, out: Path, source: str) -> None:

@@ -11,7 +11,7 @@ import click
 
 from ..config import INT64_MAX
 from ..errors import ConfigError
-from ._common import _console, cli, command_line, max_memory_option
+from ._common import _console, cli, command_line, max_memory_option, overwrite_option
 
 #: the files ``lm analyze`` writes into --out
 ANALYSIS_FILES = ("analysis.json", "ntp_data.npz", "lm_geometry.npz", "report.html")
@@ -44,10 +44,11 @@ def lm():
               help="Where to train (default: the config's).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out (same numbers as one run).")
+@overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def train(text, preset, config_path, scale, overrides, device, out, resume, as_json, quiet):
+def train(text, preset, config_path, scale, overrides, device, out, resume, overwrite, as_json, quiet):
     """Train the GPT-style decoder on TEXT (a file, a folder of .txt/.md files, `shakespeare` or `planted`; each
     non-blank line is a sequence) or on a preset's text. Writes config.toml, metrics.csv, summary.json, report.html,
     tokenizer.json and checkpoints/steps/ (the parameters at every logged step, for `ntpbias lm analyze`).
@@ -83,7 +84,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, as_j
         cfg = replace(cfg, data=replace(cfg.data, text=text))
     cfg = apply_overrides(cfg, list(overrides) + ([f"device={device}"] if device else []))
     console = _console(quiet)
-    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, device=cfg.device,
+    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, overwrite=overwrite, device=cfg.device,
                      say=lambda msg: console.log(msg))
     result = run_config(cfg, ctx, command=command_line())
     if as_json:
@@ -122,11 +123,12 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, as_j
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the model computes the features (the geometry runs on the CPU in float64).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
 def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vocab, checkpoints, seed_index, solver,
-            no_nuclear, device, out, as_json, quiet):
+            no_nuclear, device, out, overwrite, as_json, quiet):
     """Measure the NTP geometry of a model at every checkpoint: the text's NTP data at context length T, the model's
     last hidden states on those contexts and its unembedding, read as paper A's linear decoder and as the
     log-bilinear model (docs/lm.md). Writes OUT/analysis.json (curves over checkpoints under `lm`), OUT/ntp_data.npz
@@ -140,12 +142,14 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
       ntpbias lm analyze --hf ./tiny-gpt2 --text corpus.txt --vocab text --out runs/hf
     """
     from ..experiments.lm.analysis import HFModels, RunModels, analyze_models, text_contexts
-    from ..io import check_output_dir, ensure_dir, write_json, write_npz
+    from ..io import check_output_dir, write_json, write_npz
     from ..report import draw, render
+    from ..results import check_earlier_run, claim_run_dir
 
     if (run_dir is None) == (not hf_dirs):
         raise ConfigError("give exactly one of RUN_DIR (a run of `ntpbias lm train`) or --hf FOLDER")
     outdir = check_output_dir(out, ANALYSIS_FILES, ("figures",))
+    check_earlier_run(outdir, overwrite=overwrite)
     console = _console(quiet)
     with console.status("loading the model") as status:
         models = RunModels(run_dir, seed_index=seed_index, device=device) if run_dir else HFModels(list(hf_dirs),
@@ -165,12 +169,12 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
     result.record["input"] = {"models": models.source, "text": source, "context_length": context_length,
                               "max_tokens": limit if max_tokens is None else max_tokens, "max_contexts": max_contexts,
                               "vocab": vocab, "checkpoints": checkpoints, "seed_index": seed_index if run_dir else None}
-    ensure_dir(outdir)  # only once the results exist
-    result.data.save(outdir / "ntp_data.npz", W=result.W)
-    write_npz(outdir / "lm_geometry.npz", **result.arrays)
-    write_json(outdir / "analysis.json", result.record)
-    draw(result.section, outdir)
-    render(outdir, [result.section], title=result.section.title, command=command_line())
+    with claim_run_dir(outdir, overwrite=overwrite):  # only once the results exist: a failed run leaves nothing
+        result.data.save(outdir / "ntp_data.npz", W=result.W)
+        write_npz(outdir / "lm_geometry.npz", **result.arrays)
+        write_json(outdir / "analysis.json", result.record)
+        draw(result.section, outdir)
+        render(outdir, [result.section], title=result.section.title, command=command_line())
     if as_json:
         click.echo(json.dumps(result.record, indent=2, default=str))
         return

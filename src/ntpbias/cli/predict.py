@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..config import INT64_MAX
 from ._common import cli, max_memory_option
 
 
@@ -17,9 +18,10 @@ from ._common import cli, max_memory_option
               help="An input sequence (tokens separated by spaces) to complete; repeat for several.")
 @click.option("--embedding", type=click.Choice(["onehot", "orthonormal", "unit"]), default="onehot",
               show_default=True, help="Token embeddings (d = |V|); unit-norm ones are outside the theory.")
-@click.option("--steps", type=click.IntRange(min=1), default=900, show_default=True,
+@click.option("--steps", type=click.IntRange(1, INT64_MAX), default=900, show_default=True,
               help="Iterations of each stage of Algorithm 1 (the paper's T = T_1 = 900).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random embeddings.")
+@click.option("--seed", type=click.IntRange(0, INT64_MAX), default=0, show_default=True,
+              help="Seed of random embeddings.")
 @click.option("--allow-violations", is_flag=True,
               help="Train even when the sentences violate Assumption 1 or 3 (the guarantees then do not apply).")
 @click.option("--json", "as_json", is_flag=True,
@@ -69,19 +71,18 @@ def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
             raise DataError(structure.failure_message() + "; fix the sentences, or pass --allow-violations to "
                             "train anyway")
         click.echo("ntpbias: warning: " + structure.failure_message(), err=True)
+    L = max(map(len, ids))
+    X = torch.tensor([x + [0] * (L - len(x)) for x in ids])
+    mask = torch.tensor([[True] * len(x) + [False] * (L - len(x)) for x in ids])
+    known = regenerate_labels(structure, X, mask)  # the label the training data's orders determine, -1 if none
+    covered = theorem3_premise(structure, X, mask)  # before training: inputs too long for memory fail at once
     E = token_embeddings(samples.V, kind=embedding, seed=seed)
     task = TransformerTask.build(samples, E, structure=structure, solve=False)
     eta0, eta = paper_step_sizes(task.d)
     log = TrainConfig(steps=steps, log_points=0)
     result = train_two_stage(task, eta0=eta0, eta=eta, stage1=log, stage2=log, seeds=[seed])
-
-    L = max(map(len, ids))
-    X = torch.tensor([x + [0] * (L - len(x)) for x in ids])
-    mask = torch.tensor([[True] * len(x) + [False] * (L - len(x)) for x in ids])
     _, _, probs, _ = model_predict(result.W_ov[0], result.W_kq[0], E, X, mask)
     top, order = probs.topk(2, dim=1)
-    known = regenerate_labels(structure, X, mask)  # the label the training data's orders determine, -1 if none
-    covered = theorem3_premise(structure, X, mask)
     tie = (top[:, 0] - top[:, 1]).abs() <= TIE_TOLERANCE * top[:, 0]
     guarantee = [GUARANTEES[0] if t else GUARANTEES[1] if k >= 0 else GUARANTEES[2] if c else GUARANTEES[0]
                  for t, k, c in zip(tie.tolist(), known.tolist(), covered.tolist(), strict=True)]

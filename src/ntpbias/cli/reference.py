@@ -37,7 +37,8 @@ def markdown() -> str:
 
     Contexts get each command's own ``context_settings`` (``-h, --help``), as when the command runs, so the page
     does not depend on which help was printed before."""
-    root = click.Context(cli, info_name="ntpbias", **{**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH})
+    settings = {**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    root = click.Context(cli, info_name="ntpbias", **settings)
     parts = [HEADER, "## ntpbias\n", "```text", cli.get_help(root), "```\n"]
     for path, command, parent in _commands(cli, root, "ntpbias"):
         ctx = click.Context(command, info_name=path.rsplit(" ", 1)[1], parent=parent, **command.context_settings)

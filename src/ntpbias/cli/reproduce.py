@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
+from ..config import INT64_MAX
 from ..experiments.base import SCALES
 from ..results import headline
-from ._common import _console, cli, command_line, max_memory_option, print_checks
+from ._common import _console, cli, command_line, max_memory_option, overwrite_option, print_checks
 
 
 @cli.command()
@@ -17,21 +18,23 @@ from ._common import _console, cli, command_line, max_memory_option, print_check
 @click.option("--scale", type=click.Choice(SCALES), default="quick", show_default=True,
               help="smoke: seconds (checks the pipeline; theory checks may fail); quick: minutes on a laptop CPU; "
                    "paper: the papers' sizes.")
-@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--seeds", type=click.IntRange(1, INT64_MAX), default=1, show_default=True,
               help="Independent seeds per training run (mean and spread in the figures).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue interrupted trainings from their checkpoints.")
+@overwrite_option
 @click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default="inprocess", show_default=True,
               help="Where independent runs that cannot share a batch (per-seed datasets) go: this process, local "
                    "worker processes, or Dask.")
-@click.option("--workers", type=click.IntRange(min=0), default=0, help="local/dask: worker processes (0 = all cores).")
+@click.option("--workers", type=click.IntRange(0, INT64_MAX), default=0,
+              help="local/dask: worker processes (0 = all cores).")
 @click.option("--scheduler", default="", help="dask: address of an existing scheduler (tcp://host:8786).")
 @click.option("--yelp", type=click.Path(dir_okay=False), default="",
               help="attention-imdb: a Yelp Open Dataset reviews file (JSON lines) to add the Yelp rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def reproduce(ids, out, scale, seeds, device, resume, executor, workers, scheduler, yelp, as_json, quiet):
+def reproduce(ids, out, scale, seeds, device, resume, overwrite, executor, workers, scheduler, yelp, as_json, quiet):
     """Reproduce experiments and figures: trainings, theory checks, figures and report.html.
 
     IDS are experiment groups or figure IDs (see `ntpbias list`); default: all. One group writes its run
@@ -58,8 +61,8 @@ def reproduce(ids, out, scale, seeds, device, resume, executor, workers, schedul
     resolve_ids(list(ids))  # unknown IDs fail before anything is created
     console = _console(quiet)
     ctx = RunContext(out=Path(out), scale=scale, seeds=seeds, device=device, progress=not quiet, resume=resume,
-                     say=lambda msg: console.log(msg), executor=ExecutorConfig(executor, workers=workers,
-                                                                               scheduler=scheduler), yelp=yelp)
+                     overwrite=overwrite, say=lambda msg: console.log(msg),
+                     executor=ExecutorConfig(executor, workers=workers, scheduler=scheduler), yelp=yelp)
     sections = run_groups(list(ids), ctx, command=command_line(), say=lambda msg: console.log(msg))
     if as_json:
         click.echo((Path(out) / "summary.json").read_text(encoding="utf-8"))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from ._common import _console, cli, max_memory_option
+from ..config import INT64_MAX
+from ._common import _console, cli, max_memory_option, overwrite_option
 
 
 @cli.command()
@@ -16,7 +17,7 @@ from ._common import _console, cli, max_memory_option
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Sweep directory (results.csv, cells/).")
 @click.option("--executor", type=click.Choice(["inprocess", "local", "dask"]), default=None,
               help="Where cells run (default: the file's [run] executor, else local).")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
+@click.option("--workers", type=click.IntRange(0, INT64_MAX), default=None,
               help="Worker processes (local, embedded Dask cluster); 0 = every core.")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="Address of an existing Dask scheduler (implies --executor dask).")
@@ -25,18 +26,20 @@ from ._common import _console, cli, max_memory_option
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a value of the base config, e.g. --set train.steps=500 (repeatable).")
 @click.option("--retry-failed", is_flag=True, help="Rerun the cells that failed in an earlier run.")
+@overwrite_option
 @click.option("--dry-run", is_flag=True, help="Check the sweep file and list the cells; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep's summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overrides, retry_failed, dry_run, as_json,
-          quiet):
+def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overrides, retry_failed, overwrite, dry_run,
+          as_json, quiet):
     """Run every cell of SWEEP_FILE (a base preset or config x axes of settings and seeds).
 
     Each cell trains into OUT/cells/<cell>/ (a normal run directory); OUT/results.csv gets one row per cell
     (axis values, seed, final metrics, checks, status, time), rewritten after every cell; OUT/report.html and
     OUT/figures/ show mean and min-max bands over seeds. Running the same command again resumes: finished
-    cells are skipped, failed ones are retried only with --retry-failed. Exit status 1 when cells failed.
+    cells are skipped, failed ones are retried only with --retry-failed; --overwrite starts over. An OUT that holds
+    another kind of run is refused. Exit status 1 when cells failed.
 
     \b
     Examples:
@@ -57,8 +60,8 @@ def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overri
     command = "ntpbias " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "ntpbias sweep"
     bar = _Progress(console) if console.is_terminal and not console.quiet else None
     try:
-        result = run_sweep(spec, out, retry_failed=retry_failed, progress=bar.update if bar else None,
-                           say=console.log, command=command)
+        result = run_sweep(spec, out, retry_failed=retry_failed, overwrite=overwrite,
+                           progress=bar.update if bar else None, say=console.log, command=command)
     finally:
         if bar is not None:
             bar.stop()

@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from ._common import _console, cli, command_line, max_memory_option, print_checks
+from ._common import _console, cli, command_line, max_memory_option, overwrite_option, print_checks
 
 
 @cli.command()
@@ -21,10 +21,11 @@ from ._common import _console, cli, command_line, max_memory_option, print_check
                    "range: `ntpbias settings`).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
+@overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
-def train(config, preset, scale, overrides, out, resume, as_json, quiet):
+def train(config, preset, scale, overrides, out, resume, overwrite, as_json, quiet):
     """Train one model; writes config.toml, metrics.csv, summary.json, figures/, report.html, checkpoints/.
 
     CONFIG is a TOML file (its `experiment` key picks the paper; `config.toml` of an earlier run works), or
@@ -51,7 +52,7 @@ def train(config, preset, scale, overrides, out, resume, as_json, quiet):
         cfg = load_run_config(config)
     cfg = apply_overrides(cfg, list(overrides))
     console = _console(quiet)
-    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, device=cfg.device,
+    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, overwrite=overwrite, device=cfg.device,
                      say=lambda msg: console.log(msg))
     result = run_config(cfg, ctx, command=command_line())
     summary_path = Path(out) / "summary.json"

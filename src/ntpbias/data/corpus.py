@@ -36,9 +36,10 @@ from .._tensor import DEFAULT_DTYPE
 from ..config import Config, setting
 from ..errors import ConfigError, DataError
 from ..io import read_input_text
+from ..limits import check_memory, nbytes
 from .embedding import EmbeddingSpec
 from .ntp import NTPData
-from .sequences import ContextSamples, autoregressive_id_samples
+from .sequences import WINDOW_BYTES, ContextSamples, autoregressive_id_samples
 from .text import PreprocessConfig, tokenize_texts
 
 #: Names of the built-in corpora.
@@ -273,8 +274,12 @@ def _sequences(ids: np.ndarray, lengths: np.ndarray, config: CorpusConfig, sourc
     T = config.max_context
     doc_start = np.cumsum(lengths) - lengths
     n_windows = np.where(lengths >= T + 1, (lengths - T - 1) // config.stride + 1, 0)
+    total = int(n_windows.sum())
+    check_memory({f"windows ({total:,} x {T + 1:,} tokens)": nbytes(total, T + 1, itemsize=WINDOW_BYTES)},
+                 f"{source}: the windows of --max-context {T} + 1 tokens",
+                 hint="use a smaller --max-context or a larger --stride")
     first = np.repeat(np.cumsum(n_windows) - n_windows, n_windows)
-    starts = np.repeat(doc_start, n_windows) + config.stride * (np.arange(int(n_windows.sum())) - first)
+    starts = np.repeat(doc_start, n_windows) + config.stride * (np.arange(total) - first)
     windows = ids[starts[:, None] + np.arange(T + 1)]  # (n_windows, T + 1)
     return windows.reshape(-1), np.full(len(starts), T + 1)
 

@@ -17,14 +17,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .._tensor import DEFAULT_DTYPE, to_numpy
-from ..errors import DataError
+from .._repr import short_repr
+from .._tensor import DEFAULT_DTYPE, floating_dtype, to_numpy
+from ..errors import ArgumentTypeError, DataError, describe_value
 from ..io import input_file, write_npz
 
 #: Tolerance on ``sum(P[j]) == 1`` and ``sum(pi) == 1``; rows within it are renormalized exactly.
 SUM_TOL = 1e-8
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class NTPData:
     """Distinct contexts of an NTP training set: ``T_m = {(h̄_j, π̂_j, p̂_j)}`` (eq. (2) of paper A).
@@ -66,6 +68,15 @@ class NTPData:
     context_lengths: torch.Tensor | None = None
     n_samples: int | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: sizes, entropy, support sizes, dtype, and the first tokens."""
+        sizes = self.support_sizes
+        out = {"m": self.m, "V": self.V, "d": self.d, "entropy": self.entropy,
+               "support_sizes": f"{int(sizes.min())}..{int(sizes.max())}", "dtype": str(self.H.dtype).split(".")[-1]}
+        if self.vocab is not None:
+            out["vocab"] = self.vocab
+        return out
 
     # ------------------------------------------------------------------ sizes and supports
     @property
@@ -155,6 +166,7 @@ class NTPData:
         dimensions or shapes, NaN/inf, negative probabilities, rows of P or pi not summing to 1, m = 0,
         V < 2, and names of the wrong length.
         """
+        dtype = floating_dtype(source, dtype)
         H = _as_float(H, "H", source, dtype)
         P = _as_float(P, "P", source, dtype)
         if H.ndim != 2:
@@ -206,11 +218,19 @@ class NTPData:
         vocab = _names(vocab, V, "vocab", source)
         contexts = _names(contexts, m, "contexts", source)
         if context_lengths is not None:
-            context_lengths = torch.as_tensor(np.asarray(to_numpy(context_lengths)), dtype=torch.int64).reshape(-1)
-            if context_lengths.shape[0] != m or (context_lengths < 1).any():
-                raise DataError(f"{source}: context_lengths must hold m = {m} positive integers")
+            lengths = _integers(context_lengths, "context_lengths", source)
+            if lengths.shape != (m,) or (lengths < 1).any():
+                raise DataError(f"{source}: context_lengths must hold m = {m} positive integers (shape ({m},)), got "
+                                f"shape {lengths.shape}")
+            context_lengths = torch.as_tensor(lengths)
+        if n_samples is not None:
+            count = _integers(n_samples, "n_samples", source)
+            if count.shape != () or count < 1:
+                raise DataError(f"{source}: n_samples must be one positive integer (the number of samples), got "
+                                f"{'shape ' + str(count.shape) if count.shape else count}")
+            n_samples = int(count)
         return cls(H=H, P=P, pi=pi, vocab=vocab, contexts=contexts, context_lengths=context_lengths,
-                   n_samples=None if n_samples is None else int(n_samples))
+                   n_samples=n_samples)
 
     @classmethod
     def from_samples(cls, context_ids, next_tokens, H, *, V: int | None = None, vocab=None, contexts=None,
@@ -252,7 +272,7 @@ class NTPData:
             raise DataError(f"samples: {ctx.size} context ids but {nxt.size} next tokens")
         if ctx.size == 0:
             raise DataError("samples: no samples were given (n = 0)")
-        H = _as_float(H, "H", "samples", dtype)
+        H = _as_float(H, "H", "samples", floating_dtype("samples", dtype))
         m = H.shape[0]
         if V is None:
             V = len(vocab) if vocab is not None else int(nxt.max()) + 1
@@ -304,12 +324,11 @@ class NTPData:
         for key in ("H", "P", "pi"):
             if key in arrays and arrays[key].dtype.kind not in "fiub":
                 raise DataError(f"{path}: array '{key}' must be numeric, found dtype {arrays[key].dtype}")
-        n = arrays.get("n_samples")
         return cls.from_arrays(
             arrays["H"], arrays["P"], arrays.get("pi"),
             vocab=arrays.get("vocab"), contexts=arrays.get("contexts"),
-            context_lengths=arrays.get("context_lengths"),
-            n_samples=None if n is None else int(n), dtype=dtype, source=str(path),
+            context_lengths=arrays.get("context_lengths"), n_samples=arrays.get("n_samples"), dtype=dtype,
+            source=str(path),
         )
 
     def save(self, path: str | os.PathLike, **extra) -> None:
@@ -327,6 +346,26 @@ class NTPData:
         write_npz(path, **arrays, **{k: to_numpy(v) for k, v in extra.items()})
 
 
+def as_ntp_data(data, where: str) -> NTPData:
+    """``data`` checked at the Python API's boundary: an :class:`NTPData`, or the path of an NTP dataset ``.npz``
+    (read with :meth:`NTPData.load`); a sequences file or any other object is an error saying how to build NTP data.
+
+    >>> as_ntp_data([[1.0]], "analyze")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ntpbias.errors.ArgumentTypeError: analyze: data = [[1.0]]: expected NTPData (nb.NTPData.from_arrays(H, P), ...
+    """
+    if isinstance(data, NTPData):
+        return data
+    if isinstance(data, (str, os.PathLike)) and not isinstance(data, bytes):
+        if os.fspath(data).endswith(".npz"):
+            return NTPData.load(data)
+        raise DataError(f"{where}: {data}: not an NTP dataset .npz; for a sequences file build the data first: "
+                        f"nb.from_sequences({os.fspath(data)!r}, context_length=K) (or autoregressive=True)")
+    raise ArgumentTypeError(f"{where}: data = {describe_value(data)}: expected NTPData (nb.NTPData.from_arrays(H, P), "
+                            "nb.from_sequences(...), nb.random_ntp(...)) or the path of an NTP dataset .npz")
+
+
 def _as_float(x, name: str, source: str, dtype: torch.dtype) -> torch.Tensor:
     try:
         arr = np.asarray(to_numpy(x))
@@ -341,10 +380,24 @@ def _as_float(x, name: str, source: str, dtype: torch.dtype) -> torch.Tensor:
     return t
 
 
+def _integers(x, name: str, source: str) -> np.ndarray:
+    """``x`` (an int, or an array of integers or of integral floats) as an int64 array; else a DataError."""
+    arr = np.asarray(to_numpy(x))
+    if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all() and \
+            (np.abs(arr) < 2.0**63).all():
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu" or (arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max):
+        raise DataError(f"{source}: {name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
 def _names(names, n: int, what: str, source: str) -> tuple[str, ...] | None:
     if names is None:
         return None
-    names = tuple(str(s) for s in np.asarray(names).reshape(-1).tolist())
+    arr = np.asarray(names)
+    if arr.ndim > 1:
+        raise DataError(f"{source}: {what} must be a 1-D array of {n} names, got shape {arr.shape}")
+    names = tuple(str(s) for s in arr.reshape(-1).tolist())
     if len(names) != n:
         raise DataError(f"{source}: {what} has {len(names)} entries, expected {n}")
     return names

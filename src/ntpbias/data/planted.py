@@ -16,7 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .._tensor import DEFAULT_DTYPE
+from .._tensor import DEFAULT_DTYPE, floating_dtype
+from ..config import argument, describe_value
+from ..errors import ArgumentTypeError, DataError
+from ..limits import check_memory, nbytes
 from .ntp import NTPData
 
 
@@ -61,22 +64,32 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
     >>> bool((data.support[0] == data.support[1]).all()), data.contexts[:3]
     (True, ('c0.0', 'c0.1', 'c1.0'))
     """
+    where = "planted_supports"
+    V = argument(where, "V", V, int, ge=2)
     if sets is not None:
+        if isinstance(sets, (str, bytes)) or not isinstance(sets, Sequence):
+            raise ArgumentTypeError(f"{where}: sets = {describe_value(sets)}: expected a list of token-id lists")
+        sets = [argument(where, "sets", t, tuple[int, ...], ge=0, le=V - 1,
+                         admits=f"lists of token ids in 0..{V - 1}") for t in sets]
         sets = [np.unique(np.asarray(t, dtype=np.int64)) for t in sets]
-        if any(t.size == 0 or t.min() < 0 or t.max() >= V for t in sets):
-            raise ValueError(f"every explicit support set must be a non-empty set of token ids in 0..{V - 1}")
+        if any(t.size == 0 for t in sets):
+            raise DataError(f"{where}: every explicit support set must be a non-empty set of token ids in 0..{V - 1}")
         sizes = [t.size for t in sets]
-    sizes = [int(s) for s in sizes]
-    counts = [int(contexts)] * len(sizes) if isinstance(contexts, int | np.integer) else [int(c) for c in contexts]
+    sizes = list(argument(where, "sizes", sizes, tuple[int, ...], ge=1, le=V))
+    contexts = argument(where, "contexts", contexts, int if isinstance(contexts, int | np.integer) else
+                        tuple[int, ...], ge=1)
+    counts = [contexts] * len(sizes) if isinstance(contexts, int) else list(contexts)
     if not sizes or len(counts) != len(sizes):
-        raise ValueError(f"need one context count per support set: {len(sizes)} sizes, {len(counts)} counts")
-    if min(sizes) < 1 or max(sizes) > V or min(counts) < 1:
-        raise ValueError(f"support sizes must lie in 1..V={V} and context counts be >= 1; got sizes={sizes}, "
-                         f"contexts={counts}")
+        raise DataError(f"{where}: need one context count per support set: {len(sizes)} sizes, {len(counts)} counts")
+    disjoint = argument(where, "disjoint", disjoint, bool)
     if sets is None and disjoint and sum(sizes) > V:
-        raise ValueError(f"disjoint support sets need sum(sizes) = {sum(sizes)} <= V = {V}")
-    if pi not in ("uniform", "dirichlet"):
-        raise ValueError(f"pi must be 'uniform' or 'dirichlet', got {pi!r}")
+        raise DataError(f"{where}: disjoint support sets need sum(sizes) = {sum(sizes)} <= V = {V}")
+    seed = argument(where, "seed", seed, int, ge=0)
+    dirichlet = argument(where, "dirichlet", dirichlet, float, gt=0)
+    pi = argument(where, "pi", pi, str, choices=("uniform", "dirichlet"))
+    dtype = floating_dtype(where, dtype)
+    check_memory({f"P ({sum(counts):,} x {V:,}) and its draws": nbytes(sum(counts), V, itemsize=32)},
+                 f"{where}: the data", hint="use fewer contexts or a smaller V")
     rng = np.random.default_rng(seed)
     if sets is not None:
         pass
@@ -118,12 +131,13 @@ def planted_markov_lines(V: int = 16, sizes: Sequence[int] = (2, 3, 5, 6), conte
     >>> len(text), len(text[0].split()), chain.P.shape
     (3, 5, torch.Size([6, 6]))
     """
+    where = "planted_markov_lines"
+    lines = argument(where, "lines", lines, int, ge=1)
+    length = argument(where, "length", length, int, ge=2)
     chain = planted_supports(V, sizes, contexts, seed=seed, dirichlet=dirichlet)
     if chain.m != V:
-        raise ValueError(f"a Markov chain needs one context per token: the contexts per set sum to {chain.m}, not "
-                         f"V = {V}")
-    if lines < 1 or length < 2:
-        raise ValueError(f"need lines >= 1 and length >= 2, got {lines} and {length}")
+        raise DataError(f"{where}: a Markov chain needs one context per token: the contexts per set sum to "
+                        f"{chain.m}, not V = {V}")
     rng = np.random.default_rng([seed, 1])  # a stream of its own, beside the one that drew the chain
     cdf = np.cumsum(chain.P.double().numpy(), axis=1)
     cdf[:, -1] = 1.0

@@ -34,6 +34,16 @@ from ..limits import check_memory, nbytes
 from .embedding import EmbeddingSpec
 from .ntp import NTPData
 
+#: bytes per token of a window: the gather index and the gathered id (int64 each), and np.unique's sorted copy
+WINDOW_BYTES = 24
+#: bytes per character of the context strings: numpy's fixed-width unicode (4) in the per-length arrays and in their
+#: concatenation
+STRING_BYTES = 8
+
+
+def _longest_token(vocab: np.ndarray) -> int:
+    return int(np.char.str_len(vocab).max()) if len(vocab) else 0
+
 
 def read_sequences(path: str | os.PathLike) -> list[list[str]]:
     """Read a sequences ``.txt`` file: one whitespace-tokenized sequence per non-blank line."""
@@ -138,6 +148,11 @@ def kgram_id_samples(ids: np.ndarray, lengths: np.ndarray, vocab: np.ndarray, K:
             f"tokens; the longest has {int(lengths.max())})"
         )
     starts = np.nonzero(valid)[0]
+    n = len(starts)
+    check_memory({f"windows ({n:,} samples x {K + 1:,} tokens)": nbytes(n, K + 1, itemsize=WINDOW_BYTES),
+                  f"context strings ({n:,} x {K:,} tokens)": nbytes(n, K, _longest_token(vocab) + 1,
+                                                                     itemsize=STRING_BYTES)},
+                 f"{source}: the {K}-token contexts", hint="use a smaller --context-length")
     windows = ids[starts[:, None] + np.arange(K + 1)]
     ctx, ctx_ids = np.unique(windows[:, :K], axis=0, return_inverse=True)
     contexts = vocab[ctx[:, 0]]
@@ -181,6 +196,16 @@ def autoregressive_id_samples(ids: np.ndarray, lengths: np.ndarray, vocab: np.nd
         raise DataError(f"{source}: --max-context must be >= 1, got {max_context}")
     T = int(lengths.max()) - 1 if max_context is None else min(int(lengths.max()) - 1, max_context)
     starts_of_line = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    per_line = np.clip(lengths - 1, 0, T)  # samples of each line
+    n = int(per_line.sum())
+    parts = {f"{n:,} samples (ids, next tokens, lengths)": nbytes(n, 4)}
+    if context_strings:  # at most n contexts, as wide as the longest prefix (its characters and spaces)
+        chars = np.concatenate([[0], np.cumsum(np.char.str_len(vocab)[ids] if len(ids) else [])])
+        width = int((chars[starts_of_line + per_line] - chars[starts_of_line] + per_line).max())
+        parts[f"context strings (up to {n:,} prefixes of up to {width:,} characters)"] = nbytes(
+            n, width, itemsize=STRING_BYTES)
+    check_memory(parts, f"{source}: the autoregressive contexts (every prefix of every line, up to {T:,} tokens)",
+                 hint="use --max-context, or split long lines")
     V = len(vocab)
     offset = 0
     prefix = np.zeros(len(lengths), dtype=np.int64)  # id (within length t-1) of each line's prefix

@@ -458,6 +458,11 @@ def orthonormality_residual(E) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- regeneration
+#: bytes per (input, position, position) entry of :func:`regenerate_labels` (12 measured at M = 1, L = 4000): the int64
+#: pair codes, the membership table of ``isin`` and the boolean tables
+PAIR_TABLE_BYTES = 16
+
+
 def regenerate_labels(structure: DatasetStructure, X: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Labels given by the collocation and the orders (Sec. 4.1, docs/paper-c-transformer.md#objects); -1 where the rule
     is undefined.
@@ -473,6 +478,10 @@ def regenerate_labels(structure: DatasetStructure, X: torch.Tensor, mask: torch.
     V = structure.samples.V
     X = torch.as_tensor(X, dtype=torch.long)
     mask = torch.as_tensor(mask, dtype=torch.bool)
+    M, L = X.shape
+    check_memory({f"position-pair tables ({M:,} inputs x {L:,} x {L:,} positions)":
+                  nbytes(M, L, L, itemsize=PAIR_TABLE_BYTES)}, "the orders' labels of the inputs",
+                 hint="use shorter inputs")
     q = X.gather(1, (mask.sum(1) - 1)[:, None])  # (M, 1)
     pair = ((q[:, :, None] * V + X[:, :, None]) * V + X[:, None, :]).numpy()
     rel = structure.relations

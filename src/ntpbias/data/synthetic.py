@@ -9,7 +9,9 @@ import math
 
 import torch
 
-from .._tensor import DEFAULT_DTYPE
+from .._tensor import DEFAULT_DTYPE, floating_dtype
+from ..config import argument
+from ..limits import check_memory, nbytes
 from .ntp import NTPData
 
 
@@ -51,21 +53,27 @@ def random_ntp(m: int = 50, d: int = 60, V: int = 10, support_size: int = 6, *, 
     >>> data.m, data.d, data.V, int(data.support_sizes.unique())
     (50, 60, 10, 6)
     """
-    if not 1 <= support_size <= V:
-        raise ValueError(f"support_size must lie in 1..V={V}, got {support_size}")
+    where = "random_ntp"
+    m, d = argument(where, "m", m, int, ge=1), argument(where, "d", d, int, ge=1)
+    V = argument(where, "V", V, int, ge=2)
+    support_size = argument(where, "support_size", support_size, int, ge=1, le=V)
+    seed = argument(where, "seed", seed, int, ge=0)
+    embedding_scale = argument(where, "embedding_scale", embedding_scale, float, gt=0)
+    dirichlet = argument(where, "dirichlet", dirichlet, float, gt=0)
+    pi = argument(where, "pi", pi, str, choices=("uniform", "dirichlet"))
+    dtype = floating_dtype(where, dtype)
+    check_memory({f"H ({m:,} x {d:,})": nbytes(m, d), f"P ({m:,} x {V:,}) and its draws": nbytes(m, V, itemsize=32)},
+                 f"{where}: the data", hint="use smaller m, d or V")
     gen = torch.Generator().manual_seed(seed)
     H = embedding_scale * torch.randn(m, d, generator=gen, dtype=torch.float64)
     support = random_supports(m, V, support_size, gen)
     gamma = torch._standard_gamma(torch.full((m, V), float(dirichlet), dtype=torch.float64), generator=gen)
     weights = torch.where(support, gamma, torch.zeros_like(gamma))
     P = weights / weights.sum(1, keepdim=True)
-    if pi == "uniform":
-        pis = None
-    elif pi == "dirichlet":
+    pis = None
+    if pi == "dirichlet":
         g = torch._standard_gamma(torch.ones(m, dtype=torch.float64), generator=gen)
         pis = g / g.sum()
-    else:
-        raise ValueError(f"pi must be 'uniform' or 'dirichlet', got {pi!r}")
     return NTPData.from_arrays(H.to(dtype), P.to(dtype), pis, dtype=dtype, source="random_ntp",
                                vocab=[str(v + 1) for v in range(V)])
 

@@ -76,6 +76,7 @@ class RunContext:
     ``executor`` spreads independent runs that cannot share one batch (the transformer paper's per-seed datasets)
     over worker processes or a Dask cluster; seeds that can be batched (linear, attention) stay one batched run.
     ``yelp``: a Yelp Open Dataset JSON-lines file for the ``attention-imdb`` group ("" = skip Yelp).
+    ``overwrite``: an ``out`` that holds an earlier run is cleared first (else it is refused unless ``resume``).
     """
 
     out: Path
@@ -84,6 +85,7 @@ class RunContext:
     device: str = "cpu"
     progress: bool = False
     resume: bool = False
+    overwrite: bool = False
     figures: tuple[str, ...] | None = None  # figure IDs asked for; None = all of the group
     say: Callable[[str], None] = lambda _msg: None
     executor: ExecutorConfig = field(default_factory=lambda: ExecutorConfig("inprocess"))
@@ -111,9 +113,12 @@ class Group:
     figures: dict[str, str]
     run: Callable[[RunContext], RunResult]
     presets: tuple[str, ...] = ()  # the presets the group trains, at the run's scale and seeds (its preflight)
+    read_inputs: Callable[[RunContext], None] | None = None  # reads and checks the user's files the group takes
 
     def preflight(self, ctx: RunContext) -> None:
-        """The group's checks at the door (:func:`preflight` of each of its presets at ``ctx``'s scale and seeds)."""
+        """The group's checks at the door: :func:`preflight` of each of its presets at ``ctx``'s scale and seeds, and
+        the user's files it reads (``read_inputs``, e.g. the ``--yelp`` file, read through), so that a
+        ``reproduce`` of several groups fails before the first group's work."""
         from dataclasses import replace
 
         for name in self.presets:
@@ -121,6 +126,8 @@ class Group:
             if hasattr(cfg, "seeds"):
                 cfg = replace(cfg, seeds=max(cfg.seeds, ctx.seeds))
             preflight(cfg)
+        if self.read_inputs is not None:
+            self.read_inputs(ctx)
 
 
 #: name -> Preset
@@ -157,8 +164,9 @@ def load_run_config(path: str | Path):
 
     path = Path(path)
     kind = read_toml(path).get("experiment")
-    if kind not in TRAINERS:
-        raise ConfigError(f"{path}: set `experiment` to one of {', '.join(TRAINERS)} (found {kind!r})")
+    if not isinstance(kind, str) or kind not in TRAINERS:
+        shape = "" if kind is None or isinstance(kind, str) else ": expected a string in quotes"
+        raise ConfigError(f"{path}: experiment = {kind!r}{shape}; set `experiment` to one of {', '.join(TRAINERS)}")
     return load_toml(TRAINERS[kind][0], path)
 
 

@@ -13,17 +13,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .._repr import short_repr
 from .._tensor import to_numpy
-from ..data.ntp import NTPData
+from ..config import argument, unknown_keyword
+from ..data.ntp import NTPData, as_ntp_data
+from ..errors import ArgumentTypeError, describe_value
 from ..limits import check_memory, nbytes
 from .constraints import constraints
 from .linear.loss import smoothness_bound
 from .linear.subspace import EXACT_MAX_ROWS, subspace
-from .margins.program import MarginProgram, SVMResult, ntp_svm
+from .linear.subspace import METHODS as SUBSPACE_METHODS
+from .margins.program import SOLVERS, MarginProgram, SVMResult, ntp_svm
+from .norms import parse_norms
 from .scaling import data_scale, stable_norm
+from .separability.verdict import METHODS as SEPARABILITY_METHODS
 from .separability.verdict import SeparabilityResult, ntp_separability
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class Analysis:
     """The theory's objects for one dataset, as :func:`analyze` computes them (``analysis.json`` is ``to_dict()``).
@@ -84,17 +91,9 @@ class Analysis:
                 "norm_W_mm": None if self.svm is None else self.svm.norm,
                 "certified": None if self.svm is None else self.svm.certified}
 
-    def __repr__(self) -> str:
-        def fmt(v):
-            return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-        return "Analysis(" + ", ".join(f"{k}={fmt(v)}" for k, v in self.summary().items()) + ")"
-
-    def _repr_html_(self) -> str:
-        """A two-column table for notebooks."""
-        rows = "".join(f"<tr><td>{k}</td><td>{v:.6g}</td></tr>" if isinstance(v, float)
-                       else f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in self.summary().items())
-        return f"<table><caption>ntpbias analysis</caption>{rows}</table>"
+    def _summary(self) -> dict:
+        """What ``repr`` (and the notebook table) shows: :meth:`summary`."""
+        return self.summary()
 
     def to_dict(self) -> dict:
         """The ``analysis.json`` record (the file formats section of the README)."""
@@ -201,8 +200,13 @@ def max_margin_entry(norm: str, result) -> dict:
             "uniqueness": "the l2 norm is strictly convex" if l2 else result.uniqueness}
 
 
+#: the options of the dual solver that :func:`analyze` passes on (``solver_options``)
+SOLVER_OPTIONS = ("dtype", "device", "max_iter")
+
+
 def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_method: str = "auto",
-            subspace_method: str = "auto", solver_options: dict | None = None, norms: tuple[str, ...] = ()) -> Analysis:
+            subspace_method: str = "auto", solver_options: dict | None = None,
+            norms: str | tuple[str, ...] = ()) -> Analysis:
     """Compute the entropy floor, F, W*, compatibility, separability and W^mm of ``data`` (``ntpbias analyze``).
 
     Small problems get the exact Gram eigendecomposition, the separability LP and cvxpy + Clarabel; large ones the
@@ -211,8 +215,9 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
 
     Parameters
     ----------
-    data : NTPData
-        The dataset (``NTPData.from_arrays``, :func:`~ntpbias.api.from_sequences`, :func:`~ntpbias.api.from_text`).
+    data : NTPData or path
+        The dataset (``NTPData.from_arrays``, :func:`~ntpbias.api.from_sequences`, :func:`~ntpbias.api.from_text`),
+        or the path of an NTP dataset ``.npz`` (read with ``NTPData.load``).
     solver : {"auto", "clarabel", "dual", "workset"}
         The NTP-SVM backend.
     progress : callable, optional
@@ -222,16 +227,22 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     subspace_method : {"auto", "exact", "iterative"}
         How F and W* are computed (:class:`~ntpbias.geometry.linear.subspace.DataSubspace`).
     solver_options : dict, optional
-        ``dtype``, ``device``, ``max_iter`` for the dual solver.
-    norms : tuple of str
-        Also solve the NTP-SVM in each of these norms (``"l2"``, ``"linf"``, ``"l1"``, ``"spectral"``,
-        ``"nuclear"``; :func:`~ntpbias.geometry.margins.norm_svm.norm_svm`, "l2" reuses W^mm) into ``max_margin``
+        ``dtype``, ``device``, ``max_iter`` for the dual solver (another key is an error naming these).
+    norms : str or tuple of str
+        A norm name, a comma-separated list (``"l2,linf"``) or a list of names: also solve the NTP-SVM in each of
+        these norms (``"l2"``, ``"linf"``, ``"l1"``, ``"spectral"``, ``"nuclear"``;
+        :func:`~ntpbias.geometry.margins.norm_svm.norm_svm`, "l2" reuses W^mm) into ``max_margin``
         (docs/optimizers.md, "ntpbias analyze --norms").
 
     Returns
     -------
     Analysis
         Every object with its certificate; ``to_dict()`` is ``analysis.json``.
+
+    Raises
+    ------
+    ArgumentTypeError
+        When an argument has the wrong type (``data`` an array, ``progress`` not callable, ...).
 
     Examples
     --------
@@ -243,6 +254,22 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     >>> a  # doctest: +ELLIPSIS
     Analysis(m=2, V=3, d=2, entropy=0.346574, dim_F=1, compatible=True, separable=True, ..., certified=True)
     """
+    where = "analyze"
+    data = as_ntp_data(data, where)
+    solver = argument(where, "solver", solver, str, choices=SOLVERS)
+    separability_method = argument(where, "separability_method", separability_method, str,
+                                   choices=SEPARABILITY_METHODS)
+    subspace_method = argument(where, "subspace_method", subspace_method, str, choices=SUBSPACE_METHODS)
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"{where}: progress = {describe_value(progress)}: expected a function of one "
+                                "message (or None)")
+    if solver_options is not None and not isinstance(solver_options, dict):
+        raise ArgumentTypeError(f"{where}: solver_options = {describe_value(solver_options)}: expected a dict, e.g. "
+                                "{\"max_iter\": 50000}")
+    for key in solver_options or {}:
+        if key not in SOLVER_OPTIONS:
+            raise unknown_keyword(f"{where}: solver_options", key, SOLVER_OPTIONS)
+    norms = parse_norms(norms, f"{where}: norms") if not (isinstance(norms, tuple) and not norms) else ()
     say = progress or (lambda _msg: None)
     check_memory(footprint(data), f"the analysis of {data.m:,} contexts (V = {data.V:,}, d = {data.d:,})",
                  hint="use fewer contexts or a smaller embedding", device=data.H.device)
@@ -288,11 +315,9 @@ def _norm_svms(data: NTPData, norms, separable: bool, svm, seconds: dict, notes:
     """norm -> its NTP-SVM result, or a string saying why there is none."""
     from ..errors import NotSeparableError, SolverError
     from .margins.norm_svm import norm_svm
-    from .norms import check_norm
 
     out = {}
-    for norm in norms:
-        check_norm(norm)
+    for norm in norms:  # validated by analyze (parse_norms)
         if not separable:
             out[norm] = "not separable"
             continue

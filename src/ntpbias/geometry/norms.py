@@ -19,9 +19,11 @@ of :mod:`ntpbias.training.steepest` rely on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
-from ..errors import ConfigError
+from ..errors import ArgumentTypeError, ConfigError, describe_value
 
 #: The norms, in the order of reports and of ``ntpbias analyze --norms``.
 NORMS = ("l2", "linf", "l1", "spectral", "nuclear")
@@ -39,18 +41,27 @@ def check_norm(norm: str) -> str:
     return norm
 
 
-def parse_norms(text: str) -> tuple[str, ...]:
-    """A comma-separated list of norms (``"l2,linf"``), validated, duplicates removed, order kept.
+def parse_norms(norms: str | Iterable[str], where: str = "--norms") -> tuple[str, ...]:
+    """Norms from one name (``"linf"``), a comma-separated list (``"l2,linf"``) or a list of names, validated,
+    duplicates removed, order kept; ``where`` (the option or argument) prefixes an error.
 
-    >>> parse_norms("linf, l2,linf")
-    ('linf', 'l2')
+    >>> parse_norms("linf, l2,linf"), parse_norms("l1"), parse_norms(["spectral", "l2"])
+    (('linf', 'l2'), ('l1',), ('spectral', 'l2'))
     """
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise ConfigError(f"--norms: give one or more of {', '.join(NORMS)}, separated by commas")
+    if isinstance(norms, str):
+        names = [s.strip() for s in norms.split(",") if s.strip()]
+        if not names:
+            raise ConfigError(f"{where}: give one or more of {', '.join(NORMS)}, separated by commas")
+    elif isinstance(norms, Iterable) and not isinstance(norms, (bytes, dict)):
+        names = list(norms)
+        if not all(isinstance(n, str) for n in names):
+            raise ArgumentTypeError(f"{where} = {describe_value(norms)}: expected norm names ({', '.join(NORMS)})")
+    else:
+        raise ArgumentTypeError(f"{where} = {describe_value(norms)}: expected a norm name, a comma-separated list of "
+                                f"them, or a list of names ({', '.join(NORMS)})")
     bad = [n for n in names if n not in NORMS]
     if bad:
-        raise ConfigError(f"--norms: unknown norm {bad[0]!r}; choose from {', '.join(NORMS)} (comma-separated)")
+        raise ConfigError(f"{where}: unknown norm {bad[0]!r}; choose from {', '.join(NORMS)} (comma-separated)")
     return tuple(dict.fromkeys(names))
 
 

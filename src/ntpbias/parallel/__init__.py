@@ -3,6 +3,6 @@ machine, or on a Dask cluster (:mod:`.executors`). Experiment groups (per-seed r
 distributed corpus counting all use them.
 """
 
-from .executors import EXECUTORS, ExecutorConfig, TaskOutcome, map_tasks, map_values
+from .executors import EXECUTORS, ExecutorConfig, TaskOutcome, check_reachable, map_tasks, map_values
 
-__all__ = ["EXECUTORS", "ExecutorConfig", "TaskOutcome", "map_tasks", "map_values"]
+__all__ = ["EXECUTORS", "ExecutorConfig", "TaskOutcome", "check_reachable", "map_tasks", "map_values"]

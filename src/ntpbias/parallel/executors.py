@@ -27,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -36,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import INT64_MAX
 from ..errors import ConfigError, NTPBiasError, SolverError
 
 EXECUTORS = ("inprocess", "local", "dask")
@@ -61,14 +63,17 @@ class ExecutorConfig:
     connect_timeout: float = 10.0
 
     def __post_init__(self):
-        if self.kind not in EXECUTORS:
+        if not isinstance(self.kind, str) or self.kind not in EXECUTORS:
             raise ConfigError(f"unknown executor {self.kind!r}; choose one of {', '.join(EXECUTORS)}")
-        if self.workers < 0:
-            raise ConfigError(f"workers must be >= 0 (0 = every core), got {self.workers}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= INT64_MAX:
+            raise ConfigError(f"workers must be >= 0 (an integer; 0 = every core), got {self.workers!r}")
+        if not isinstance(self.scheduler, str):
+            raise ConfigError(f"scheduler: expected an address such as tcp://host:8786, got {self.scheduler!r}")
         if self.scheduler and self.kind != "dask":
             raise ConfigError(f"a scheduler address ({self.scheduler}) needs the dask executor (--executor dask)")
-        if self.connect_timeout <= 0:
-            raise ConfigError(f"connect_timeout must be > 0 seconds, got {self.connect_timeout}")
+        timeout = self.connect_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise ConfigError(f"connect_timeout (--timeout) must be a finite number of seconds > 0, got {timeout!r}")
 
     @property
     def n_workers(self) -> int:
@@ -278,13 +283,9 @@ def dask_client(cfg: ExecutorConfig):
     ConfigError
         When Dask is not installed, or the scheduler cannot be reached within ``cfg.connect_timeout`` seconds.
     """
-    try:
-        import logging
+    import logging
 
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise ConfigError("the dask executor needs dask[distributed]: pip install 'ntpbias[dist]' "
-                          "(or use --executor local)") from None
+    Client, LocalCluster = _distributed().Client, _distributed().LocalCluster
     if cfg.scheduler:
         try:
             return Client(cfg.scheduler, timeout=f"{cfg.connect_timeout}s")
@@ -297,6 +298,26 @@ def dask_client(cfg: ExecutorConfig):
     cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR)
     return Client(cluster)
+
+
+def check_reachable(executor: ExecutorConfig | str | None) -> None:
+    """At the door: the executor can run (Dask installed; an existing scheduler answers within its
+    ``connect_timeout``), else a :class:`~ntpbias.errors.ConfigError`, before any output is written."""
+    cfg = as_executor(executor)
+    if cfg.kind == "dask" and cfg.scheduler:
+        dask_client(cfg).close()
+    elif cfg.kind == "dask":
+        _distributed()
+
+
+def _distributed():
+    """The ``distributed`` module (the optional ``dist`` extra), or a ConfigError saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError("the dask executor needs dask[distributed]: pip install 'ntpbias[dist]' "
+                          "(or use --executor local)") from None
+    return distributed
 
 
 def _dask(fn, items, cfg: ExecutorConfig, on_start) -> Iterator[TaskOutcome]:

@@ -13,9 +13,10 @@ from .records import (
     check_at_most,
     headline,
     tally,
+    verdict_counts,
 )
-from .rundir import RunResult, check_outputs, config_toml, spread, write_run
+from .rundir import RunResult, check_earlier_run, check_outputs, claim_run_dir, config_toml, spread, write_run
 
 __all__ = ["CHECK_KINDS", "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
-           "check_at_most", "check_outputs", "config_toml", "headline", "metrics_csv", "read_metrics_csv", "series",
-           "spread", "tally", "write_run"]
+           "check_at_most", "check_earlier_run", "check_outputs", "claim_run_dir", "config_toml", "headline",
+           "metrics_csv", "read_metrics_csv", "series", "spread", "tally", "verdict_counts", "write_run"]

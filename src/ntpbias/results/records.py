@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .._repr import short_repr
+
 #: What a check proves. ``theorem``: a paper's proven statement (a pass proves it holds on this run when
 #: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number the
 #: paper states, reproduced (at other settings than the paper's, "consistent"/"inconsistent"); ``calibrated``: a
@@ -17,6 +19,7 @@ from pathlib import Path
 CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "vacuous")
 
 
+@short_repr
 @dataclass(frozen=True)
 class Check:
     """One theory check: a claim of a paper, the measured value, the threshold it is held to, and the verdict.
@@ -42,6 +45,10 @@ class Check:
         if self.kind not in CHECK_KINDS:
             raise ValueError(f"check {self.name!r}: unknown kind {self.kind!r}; choose one of {', '.join(CHECK_KINDS)}")
 
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the name, the measured value, the threshold and the verdict."""
+        return {"name": self.name, "measured": self.measured, "threshold": self.threshold, "verdict": self.verdict}
+
     @property
     def verdict(self) -> str:
         """"pass" / "fail"; "consistent" / "inconsistent" for a theorem outside its premises (a paper number away from
@@ -54,6 +61,16 @@ class Check:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "verdict": self.verdict}
+
+
+def verdict_counts(checks) -> str:
+    """How many checks have each verdict, in words.
+
+    >>> verdict_counts([Check("a", "", 1.0, "", True), Check("b", "", 0.0, "", False), Check("c", "", 1.0, "", True)])
+    '2 pass, 1 fail'
+    """
+    verdicts = [c.verdict for c in checks]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "none"
 
 
 def tally(checks) -> dict[str, int]:
@@ -133,6 +150,7 @@ class Table:
     rows: tuple[tuple, ...]
 
 
+@short_repr
 @dataclass
 class Section:
     """Everything one experiment group contributes to a report."""
@@ -147,6 +165,11 @@ class Section:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     plots: list[FigureSpec] = field(default_factory=list)
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the id, the title, the checks' verdicts and the figures."""
+        return {"id": self.id, "title": self.title, "checks": verdict_counts(self.checks),
+                "figures": len(self.figures) + len(self.plots)}
 
     @property
     def passed(self) -> bool:

@@ -1,12 +1,16 @@
 """The run directory's files: ``config.toml``, ``metrics.csv`` and ``summary.json`` of a training or a group.
 
 A trainer or a ``reproduce`` group returns a :class:`RunResult`; :func:`write_run` writes its files (the figures and
-``report.html`` are drawn by :mod:`ntpbias.report`). Every file is written atomically.
+``report.html`` are drawn by :mod:`ntpbias.report`). Every file is written atomically, and a run directory is written
+by one process at a time and holds one run (:func:`claim_run_dir`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,8 @@ import tomli_w
 
 from .. import __version__
 from ..config import to_dict, to_toml
-from ..io import check_output_dir, write_json, write_text
+from ..errors import ConfigError, OutputInUseError
+from ..io import check_output_dir, locked_dir, write_json, write_text
 from ..training.history import History
 from .metrics_table import metrics_csv
 from .records import Section, tally
@@ -48,6 +53,61 @@ class RunResult:
 #: the files and folders a run directory holds (``check_outputs`` checks them before any work)
 RUN_FILES = ("config.toml", "metrics.csv", "summary.json", "report.html", "geometry.npz")
 RUN_DIRS = ("figures", "checkpoints", "data")
+
+
+#: every file and folder an ntpbias command writes into an output directory (a run, a reproduction, an analysis, a
+#: sweep, corpus statistics; a reproduction of several groups adds one folder per group): what ``--overwrite`` removes
+OUTPUT_FILES = (*RUN_FILES, "analysis.json", "sweep.toml", "results.csv", "corpus.json", "support_sizes.csv",
+                "tokenizer.json", "ntp_data.npz", "lm_geometry.npz")
+OUTPUT_DIRS = (*RUN_DIRS, "cells")
+#: the names that show an earlier output (generic names such as ``figures/`` or ``data/`` alone do not)
+MARKERS = ("summary.json", "config.toml", "metrics.csv", "report.html", "geometry.npz", "analysis.json", "sweep.toml",
+           "results.csv", "corpus.json", "checkpoints", "cells")
+
+
+def earlier_outputs(out: str | Path, groups: tuple[str, ...] = ()) -> list[str]:
+    """The names in ``out`` that show an earlier ntpbias output: :data:`MARKERS`, and the folders of ``groups`` that
+    hold a ``summary.json``."""
+    out = Path(out)
+    found = [name for name in MARKERS if (out / name).exists()]
+    return found + [g for g in groups if (out / g / "summary.json").exists()]
+
+
+def check_earlier_run(out: str | Path, *, overwrite: bool = False, resume: bool = False,
+                      groups: tuple[str, ...] = (), continues: Callable[[Path], bool] | None = None) -> bool:
+    """Whether ``out`` holds an earlier ntpbias output (:func:`earlier_outputs`) that this run replaces; refused
+    (:class:`~ntpbias.errors.OutputInUseError`) when it holds one and neither ``overwrite`` nor ``resume`` is given nor
+    ``continues(out)`` says it is the same run (e.g. a sweep's own directory). Writes nothing: the door check of
+    :func:`claim_run_dir`."""
+    if overwrite and resume:
+        raise ConfigError("--overwrite starts the run over and --resume continues it: give one of them")
+    out = Path(out)
+    found = earlier_outputs(out, groups) if out.is_dir() else []
+    if not found or resume or (continues is not None and continues(out)):
+        return False
+    if not overwrite:
+        raise OutputInUseError(f"{out} already holds an earlier run ({', '.join(found[:4])}); pass --overwrite to "
+                               "replace it, --resume to continue it, or choose another --out")
+    return True
+
+
+@contextlib.contextmanager
+def claim_run_dir(out: str | Path, *, overwrite: bool = False, resume: bool = False, groups: tuple[str, ...] = (),
+                  continues: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    """Hold the output directory ``out`` for this run (:func:`~ntpbias.io.locked_dir`: a second writer is refused
+    with the holder's pid) and make sure that it holds this run only (:func:`check_earlier_run`): an earlier run is
+    continued (``resume``, ``continues``), replaced (``overwrite``: the earlier outputs, :data:`OUTPUT_FILES`,
+    :data:`OUTPUT_DIRS` and the folders of ``groups``, are removed first; nothing else is touched) or refused, so
+    that the files of two runs never mix."""
+    with locked_dir(out) as path:
+        if check_earlier_run(path, overwrite=overwrite, resume=resume, groups=groups, continues=continues):
+            for name in (*OUTPUT_FILES, *OUTPUT_DIRS, *groups):
+                target = path / name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                elif target.exists() or target.is_symlink():
+                    target.unlink()
+        yield path
 
 
 def check_outputs(*dirs: str | Path) -> None:

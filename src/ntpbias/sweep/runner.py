@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,12 +27,11 @@ from typing import Any
 
 from ..errors import ConfigError, DataError, NTPBiasError
 from ..io import check_output_dir, ensure_dir, write_text
-from ..parallel import TaskOutcome, map_tasks
+from ..parallel import TaskOutcome, check_reachable, map_tasks
+from ..results import claim_run_dir
 from .report import write_report
 from .spec import Cell, SweepSpec, format_value
 from .table import DONE, RESULTS, SweepResult, front_columns, read_results, results_csv
-
-LOCK = ".sweep.lock"
 
 
 @dataclass(frozen=True)
@@ -117,43 +115,9 @@ def _base_row(cell: Cell, spec: SweepSpec) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ the run
-class _Lock:
-    """``OUT/.sweep.lock`` holding the pid: two sweeps must not write the same results.csv."""
-
-    def __init__(self, out: Path):
-        self.path = out / LOCK
-
-    def __enter__(self):
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    pid = int(self.path.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
-                if pid and _alive(pid):
-                    raise ConfigError(f"another sweep (pid {pid}) is writing {self.path.parent}; wait for it or "
-                                      f"use another --out (delete {self.path} if that process is gone)") from None
-                self.path.unlink(missing_ok=True)  # stale lock of a killed sweep
-                continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(str(os.getpid()))
-            return self
-        raise ConfigError(f"cannot lock {self.path}; delete it if no sweep is running")
-
-    def __exit__(self, *exc):
-        self.path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def is_sweep_dir(out: Path) -> bool:
+    """Whether ``out`` holds a sweep (its ``sweep.toml`` or ``results.csv``): running a sweep there continues it."""
+    return (out / "sweep.toml").is_file() or (out / RESULTS).is_file()
 
 
 def preflight_cells(cells: list[Cell], spec: SweepSpec) -> None:
@@ -175,25 +139,31 @@ def preflight_cells(cells: list[Cell], spec: SweepSpec) -> None:
                      f"{at_once} local workers", hint="use fewer --workers")
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, *, retry_failed: bool = False,
+def run_sweep(spec: SweepSpec, out: str | Path, *, retry_failed: bool = False, overwrite: bool = False,
               progress: Callable[[dict], None] | None = None, say: Callable[[str], None] = lambda _m: None,
               command: str = "", report: bool = True) -> SweepResult:
     """Run every unfinished cell of ``spec`` with ``spec.executor``; write results.csv (and the report).
 
-    ``progress(counts)`` receives ``{"total", "done", "running", "failed"}`` whenever they change.
+    ``progress(counts)`` receives ``{"total", "done", "running", "failed"}`` whenever they change. ``out`` is held by
+    this process alone; an ``out`` that holds a sweep is continued, one that holds another run is refused unless
+    ``overwrite`` (which also starts a sweep over).
 
     Raises
     ------
     ConfigError
         When ``out`` holds results of a different base config for one of the cells (use another ``--out``), or a
         name of ``[collect] metrics`` is not among the runs' final values.
+    DataError
+        When ``out/results.csv`` is damaged (not UTF-8 text, not CSV, or without the columns of a sweep's results).
     """
     cells = spec.cells()  # checks every cell's config before anything runs or is written
     preflight_cells(cells, spec)
     check_output_dir(out, (RESULTS, "summary.json", "report.html", "sweep.toml"), ("cells", "figures"))
-    out = ensure_dir(out)
+    check_reachable(spec.executor)  # an unreachable scheduler leaves nothing behind
+    if not overwrite:
+        read_results(Path(out) / RESULTS)  # a damaged results.csv is refused before anything is written
     t0 = time.perf_counter()
-    with _Lock(out):
+    with claim_run_dir(out, overwrite=overwrite, continues=is_sweep_dir) as out:
         results_path = out / RESULTS
         previous = read_results(results_path)
         rows: dict[str, dict[str, str]] = {r["cell"]: r for r in previous}

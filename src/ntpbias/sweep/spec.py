@@ -54,6 +54,9 @@ EAGER_POINTS = 100_000
 #: memory of one built cell (its resolved config, name, directory and results row): the grid's preflight
 CELL_BYTES = 20_000
 TABLES = ("base", "axes", "collect", "run")
+#: how each table of a sweep file looks (for errors)
+TABLE_EXAMPLE = {"base": '[base] preset = "linear-fig4-gd"', "axes": "[axes] seed = {range = [0, 10]}",
+                 "collect": '[collect] metrics = ["loss_gap"]', "run": '[run] executor = "local"'}
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,10 @@ def parse_sweep(raw: dict, *, root: Path = Path("."), text: str = "", overrides=
     unknown = sorted(set(raw) - set(TABLES))
     if unknown:
         raise ConfigError(f"unknown table [{unknown[0]}]; a sweep file has [{'], ['.join(TABLES)}]")
+    for name in TABLES:
+        if not isinstance(raw.get(name, {}), dict):
+            raise ConfigError(f"{name} = {raw[name]!r}: expected a table ([{name}] followed by its keys, e.g. "
+                              f"{TABLE_EXAMPLE[name]})")
     base, label = _base(raw.get("base", {}), root)
     if overrides:
         base = apply_overrides(base, list(overrides))
@@ -281,6 +288,9 @@ def _base(table: dict, root: Path):
     preset, config = table.get("preset"), table.get("config")
     if (preset is None) == (config is None):
         raise ConfigError("[base] needs exactly one of preset = \"NAME\" or config = \"path/config.toml\"")
+    for key, what in (("preset", "a preset name"), ("scale", "smoke, quick or paper"), ("config", "a config path")):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"[base] {key} = {table[key]!r}: expected a string ({what}) in quotes")
     if preset is not None:
         scale = table.get("scale", "quick")
         if scale not in SCALES:
@@ -328,6 +338,8 @@ def _values(name: str, spec: Any) -> Sequence[Any]:
             raise ConfigError(f"axis {name!r}: give exactly one of {', '.join(VALUE_SPECS)}, got {sorted(spec)}")
         (kind, args), = spec.items()
         if kind == "values":
+            if not isinstance(args, list):
+                raise ConfigError(f"axis {name!r}: values = {args!r}: expected a list, e.g. values = [1, 2]")
             values = args
         else:
             if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
@@ -391,6 +403,9 @@ def _check_value(cls, key: str, value: Any) -> None:
             if not dataclasses.is_dataclass(types[part]):
                 raise ConfigError(f"{'.'.join(parts[:depth + 1])} is not a table of settings")
             cls = types[part]
+    if dataclasses.is_dataclass(types[parts[-1]]):
+        valid = ", ".join(f"{key}.{k}" for k in _field_types(types[parts[-1]]))
+        raise ConfigError(f"{key} is a table of settings, not one value: vary its keys one by one ({valid})")
     _coerce(value, types[parts[-1]], key)
 
 

@@ -7,6 +7,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import DataError
 from .spec import SweepSpec
 
 RESULTS = "results.csv"
@@ -32,13 +33,42 @@ class SweepResult:
 
 
 # ------------------------------------------------------------------------------------------------ results table
+#: the columns a sweep needs to resume from its results.csv
+KEY_COLUMNS = ("cell", "status", "config_hash")
+#: every status a results.csv row may have
+STATUSES = (*DONE, "failed")
+
+
 def read_results(path: str | Path) -> list[dict[str, str]]:
-    """Rows of a results.csv (values as strings; empty cells are "")."""
+    """Rows of a results.csv (values as strings; empty cells are ""); none when there is no file.
+
+    A damaged file (not UTF-8 text, not CSV, without the columns :data:`KEY_COLUMNS`, or with an unknown status) is a
+    :class:`~ntpbias.errors.DataError` naming it and saying how to recover.
+    """
     path = Path(path)
     if not path.exists():
         return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        return [dict(r) for r in csv.DictReader(fh)]
+    recover = ("delete it and run the sweep again (every cell reruns from its checkpoint; finished cells finish at "
+               "once), or choose another --out")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = [dict(r) for r in reader]
+            columns = reader.fieldnames or []
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: the sweep's results table is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                        f"{recover}") from None
+    except (csv.Error, OSError) as exc:
+        raise DataError(f"{path}: the sweep's results table cannot be read ({exc}); {recover}") from None
+    missing = [c for c in KEY_COLUMNS if c not in columns]
+    if missing:
+        raise DataError(f"{path}: the sweep's results table lacks the column(s) {', '.join(missing)}; {recover}")
+    for line, row in enumerate(rows, start=2):
+        if not row.get("cell") or row.get("status") not in STATUSES:
+            raise DataError(f"{path}: line {line} has cell {row.get('cell')!r} and status {row.get('status')!r} (a "
+                            f"status is one of {', '.join(STATUSES)}); set its status to failed and rerun with "
+                            f"--retry-failed, or {recover}")
+    return rows
 
 
 def results_csv(rows: list[dict[str, str]], front: tuple[str, ...]) -> str:

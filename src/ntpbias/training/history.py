@@ -13,15 +13,20 @@ Every consumer (theory checks, figures, tests, ``metrics.csv``) reads the same c
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from .._repr import short_repr
+from ..errors import UnknownNameError, describe_value
+
 STATUSES = ("completed", "diverged", "interrupted")
 
 
+@short_repr
 @dataclass
 class History:
     """Metric columns of one run (``columns[name]``: (n_steps, n_seeds)) and its final state.
@@ -49,8 +54,20 @@ class History:
     message: str = ""
     max_loss_increase: list[float] = field(default_factory=list)
 
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the run, its logged steps, seeds, metric names and status."""
+        out = {"run": self.run} if self.run else {}
+        return {**out, "steps": f"{len(self.steps)} logged, last {int(self.steps[-1]) if len(self.steps) else '-'}",
+                "seeds": self.seeds, "metrics": tuple(self.columns), "status": self.status}
+
     def __getitem__(self, name: str) -> np.ndarray:
-        """(n_steps, n_seeds) values of one metric."""
+        """(n_steps, n_seeds) values of one metric; an unknown name is an
+        :class:`~ntpbias.errors.UnknownNameError` (a ``KeyError``) listing the metrics there are."""
+        if name not in self.columns:
+            close = difflib.get_close_matches(name, list(self.columns), n=1) if isinstance(name, str) else []
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UnknownNameError(f"no metric {name!r} in the history{' of ' + self.run if self.run else ''}"
+                                   f"{hint}; its metrics: {', '.join(self.columns) or '(none)'}")
         return self.columns[name]
 
     def __contains__(self, name: str) -> bool:
@@ -62,7 +79,7 @@ class History:
 
     def last(self, name: str) -> np.ndarray:
         """(n_seeds,) values of ``name`` at the last logged step."""
-        return self.columns[name][-1]
+        return self[name][-1]
 
     def at(self, step: int | None = None) -> dict[str, list[float]]:
         """Metric name -> values (one per seed, in seed order) at a logged ``step`` (default: the last one)."""
@@ -70,12 +87,12 @@ class History:
             return {}
         hits = np.flatnonzero(self.steps == (self.steps[-1] if step is None else step))
         if not len(hits):
-            raise KeyError(f"step {step} was not logged")
+            raise UnknownNameError(f"step {step} was not logged; logged steps: {describe_value(self.steps.tolist())}")
         return {k: v[hits[0]].tolist() for k, v in self.columns.items()}
 
     def seed_column(self, name: str, seed: int) -> np.ndarray:
         """(n_steps,) values of ``name`` for one seed."""
-        return self.columns[name][:, self.seeds.index(seed)]
+        return self[name][:, self.seeds.index(seed)]
 
     def rows(self) -> list[dict]:
         """One dict per (step, seed), step-major: ``run`` (when named), ``step``, ``seed`` and every metric."""

@@ -24,17 +24,23 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..data.ntp import NTPData
+from .._repr import short_repr
+from ..config import argument
+from ..data.ntp import NTPData, as_ntp_data
+from ..errors import ArgumentTypeError, DataError, describe_value
 from ..geometry.linear.loss import logit_cross_entropy_grad
 from ..geometry.ufm.logits import optimality_certificate, ufm_logits
 from .ufm import init_embeddings
 
+#: the largest initial scale: the objective squares the parameters, which must stay far below float64's range
+MAX_INIT_SCALE = 1e100
 #: relative gradient norm a path point must reach
 PATH_TOL = 1e-8
 #: a stationary point with ||∇CE||_op > λ (1 + ESCAPE_TOL) is a saddle to escape
 ESCAPE_TOL = 1e-6
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class UFMPathPoint:
     """(W_λ, H_λ) for every seed with its certificate (each entry of ``certificate`` is (B,))."""
@@ -49,6 +55,11 @@ class UFMPathPoint:
     tol: float = PATH_TOL
     notes: list[str] = field(default_factory=list)
     escapes: int = 0
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: λ, the seeds, the shapes, the certificate's verdict and the work."""
+        return {"lam": self.lam, "seeds": self.W.shape[0], "W": tuple(self.W.shape[1:]), "H": tuple(self.H.shape[1:]),
+                "certified": self.certified, "newton_steps": self.newton_steps, "seconds": self.seconds}
 
     @property
     def L(self) -> torch.Tensor:
@@ -234,6 +245,18 @@ def regularization_path(data: NTPData, lambdas, *, seeds: list[int], d: int, ini
     >>> [p.lam for p in path], all(p.certified for p in path)
     ([0.1, 0.01], True)
     """
+    where = "ufm_regularization_path"
+    data = as_ntp_data(data, where)
+    lambdas = argument(where, "lambdas", lambdas, tuple[float, ...], gt=0)
+    seeds = list(argument(where, "seeds", seeds, tuple[int, ...], ge=0))
+    if len(set(lambdas)) != len(lambdas) or not seeds:
+        raise DataError(f"{where}: needs distinct lambdas (got {describe_value(lambdas)}) and at least one seed "
+                        f"(got {describe_value(seeds)})")
+    d = argument(where, "d", d, int, ge=1)
+    init_scale = argument(where, "init_scale", init_scale, float, gt=0, le=MAX_INIT_SCALE)
+    tol = argument(where, "tol", tol, float, gt=0)
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"{where}: progress = {describe_value(progress)}: expected a function of one message")
     params = init_embeddings(data, seeds, d, init_scale)
     X = torch.cat([params["W"], params["H"]], dim=-2)
     points: list[UFMPathPoint] = []

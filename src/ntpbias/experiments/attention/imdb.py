@@ -27,6 +27,7 @@ import math
 from dataclasses import replace
 
 from ..._tensor import resolve_device
+from ...data.reviews import read_yelp_jsonl
 from ...data.text import PreprocessConfig
 from ...io import ensure_dir
 from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_most
@@ -286,5 +287,12 @@ def run_group(ctx: RunContext) -> RunResult:
                                                    "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
 
 
+def read_yelp(ctx: RunContext) -> None:
+    """The door check of ``--yelp``: the user's file read through with the selection the group uses (UTF-8, JSON
+    lines, star ratings, at least one eligible review), before any group of the run starts."""
+    if ctx.yelp:
+        read_yelp_jsonl(ctx.yelp, scaled(IMDB_ONE_LAYER, ctx.scale).data.yelp)
+
+
 register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group,
-                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer")))
+                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), read_inputs=read_yelp))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from ..._repr import short_repr
 from ...data.ntp import NTPData
 from ...errors import ConfigError
 from ..constraints import constraints
@@ -38,8 +39,11 @@ REFINE_STEPS = 2
 #: Singular values of H[J_v] below this times the largest count as zero in :func:`dim_F` (as the exact
 #: method's eigenvalue cutoff 1e-10 on G, in singular values).
 RANK_RTOL = 1e-5
+#: how F is computed (``method`` of :class:`DataSubspace`)
+METHODS = ("auto", "exact", "iterative")
 
 
+@short_repr
 class DataSubspace:
     """F for one dataset; use :func:`subspace` to get the cached instance.
 
@@ -67,8 +71,8 @@ class DataSubspace:
         self.A = cons.eq
         self.log_odds = cons.log_odds
         R = len(self.A)
-        if method not in ("auto", "exact", "iterative"):
-            raise ConfigError(f"unknown subspace method {method!r}; choose auto, exact or iterative")
+        if method not in METHODS:
+            raise ConfigError(f"unknown subspace method {method!r}; choose {', '.join(METHODS)}")
         self.method = method if method != "auto" else ("exact" if R <= EXACT_MAX_ROWS else "iterative")
         self.cg_iterations = 0
         if R == 0:  # every support has one token (one-hot labels): F = {0}
@@ -140,9 +144,10 @@ class DataSubspace:
         """||W*||."""
         return stable_norm(self.W_star)
 
-    def __repr__(self) -> str:
-        return (f"DataSubspace(dim={self.dim} of {self.ambient_dim}, compatible={self.compatible}, "
-                f"||W*||={self.norm_W_star:.6g}, residual={self.compatibility_residual:.3g}, method={self.method})")
+    def _summary(self) -> dict:
+        """What ``repr`` shows: dim F (of V d), the compatibility verdict, ||W*|| and the method."""
+        return {"dim": f"{self.dim} of {self.ambient_dim}", "compatible": self.compatible,
+                "norm_W_star": self.norm_W_star, "residual": self.compatibility_residual, "method": self.method}
 
 
 def subspace(data: NTPData, method: str = "auto") -> DataSubspace:

@@ -15,10 +15,12 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
+from ..._repr import short_repr
 from ..norms import matrix_norm
 from ..scaling import in_user_units, stable_norm
 
 
+@short_repr
 @dataclass(frozen=True, kw_only=True)
 class Certificate:
     """Optimality residuals of a max-margin program at its returned (primal, dual) pair; all zero at the optimum.
@@ -57,6 +59,10 @@ class Certificate:
     dual_norm_violation: float | None = None
     duality_gap: float
 
+    def _summary(self) -> dict:
+        """What ``repr`` shows: every residual the program has."""
+        return self.as_dict()
+
     @property
     def worst(self) -> float:
         """The largest residual."""
@@ -67,6 +73,7 @@ class Certificate:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
+@short_repr
 @dataclass(frozen=True, eq=False, kw_only=True)
 class SVMResult:
     """Solution of a max-margin program with its certificate.
@@ -130,6 +137,16 @@ class SVMResult:
     uniqueness: str = ""
     W_second: torch.Tensor | None = None
     details: dict = field(default_factory=dict)
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the program, the optimal value and margin, the status and the worst residual."""
+        shape = tuple((self.W if self.W is not None else self.L).shape)
+        out = {"norm_name": self.norm_name, "shape": shape, "norm": self.norm,
+               "margin": 1 / self.norm if self.norm > 0 else float("inf"), "status": self.status,
+               "certified": self.certified, "worst_residual": self.certificate.worst, "solver": self.solver}
+        if self.unique is not None:
+            out["unique"] = self.unique
+        return out
 
     @property
     def norm(self) -> float:

@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..._repr import short_repr
 from ...data.ntp import NTPData
 from ...errors import SolverError
 from ..constraints import constraints
@@ -56,8 +57,11 @@ LP_FORMS = ("auto", "margin", "cokernel", "feasibility")
 #: simplex below. Measured on random NTP data near the threshold: IPM 1.2-3.5x faster with >= 1600 rows and >= 600
 #: columns, equal at ~1800 x 440, 1.2-2x slower with 800 rows (V = 2, m = 800; V = 5, |S_j| = 2, m = 200)
 IPM_MIN_ROWS, IPM_MIN_COLUMNS = 1200, 400
+#: how the verdict is decided (``method`` of :func:`ntp_separability`)
+METHODS = ("auto", "lp", "dual")
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class SeparabilityResult:
     """Verdict of the NTP-separability LP.
@@ -91,6 +95,11 @@ class SeparabilityResult:
     method: str = "lp"
     svm: SVMResult | None = None
 
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the verdict, its certificate and the method that decided."""
+        return {"separable": self.separable, "certified": self.certified, "residual": self.residual,
+                "method": self.method, "reason": self.reason}
+
 
 def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "auto",
                      **solver_options) -> SeparabilityResult:
@@ -123,8 +132,8 @@ def ntp_separability(data: NTPData, *, method: str = "auto", lp_form: str = "aut
 def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> SeparabilityResult:
     """:func:`ntp_separability` on data of unit scale."""
     cons = constraints(data)
-    if method not in ("auto", "lp", "dual"):
-        raise SolverError(f"unknown separability method {method!r}; choose auto, lp or dual")
+    if method not in METHODS:
+        raise SolverError(f"unknown separability method {method!r}; choose {', '.join(METHODS)}")
     if lp_form not in LP_FORMS:
         raise SolverError(f"unknown separability lp_form {lp_form!r}; choose {', '.join(LP_FORMS)}")
     if len(cons.ineq) == 0:

@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from ..._tensor import to_numpy
-from ...data.ntp import NTPData
+from ...config import argument
+from ...data.ntp import NTPData, as_ntp_data
 from ...errors import SolverError
 from ..margins.result import Certificate, SVMResult
 from .logits import centred_support, nuclear_norm, support_svd
@@ -238,8 +239,10 @@ def nuclear_svm(data: NTPData, solver: str = "auto", *, tol: float = SVM_TOL, ma
     >>> r.status, round(r.norm, 6), r.certificate.duality_gap < 1e-9
     ('optimal', 1.414214, True)
     """
-    if solver not in SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    where = "nuclear_svm"
+    data = as_ntp_data(data, where)
+    solver = argument(where, "solver", solver, str, choices=SOLVERS)
+    tol, max_iter = argument(where, "tol", tol, float, gt=0), argument(where, "max_iter", max_iter, int, ge=1)
     if solver == "auto":
         solver = "clarabel" if data.V + data.m <= SDP_MAX_SIZE else "admm"
     start = time.perf_counter()

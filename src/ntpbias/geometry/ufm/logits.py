@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ...data.ntp import NTPData
+from ..._repr import short_repr
+from ...data.ntp import NTPData, as_ntp_data
 from ..linear.loss import logit_cross_entropy_grad
 
 #: Singular values below this fraction of the largest count as zero (ranks, polar factors).
@@ -109,6 +110,7 @@ def support_groups(data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
     return rank[inverse], sets[order]
 
 
+@short_repr
 @dataclass(frozen=True, eq=False)
 class SupportSVD:
     """The SVD of the centred support matrix S̃ = U diag(σ) V^T (thin, rank r) and what the geometry needs of it.
@@ -129,6 +131,12 @@ class SupportSVD:
     Vt: torch.Tensor
     polar: torch.Tensor
     polar_out_max: float
+
+    def _summary(self) -> dict:
+        """What ``repr`` shows: the shape, the rank, the leading singular values and whether S̃ solves the SVM."""
+        return {"shape": tuple(self.S_tilde.shape), "rank": self.rank,
+                "singular_values": tuple(round(float(x), 6) for x in self.sigma),
+                "svm_is_centred_support": self.svm_is_centred_support}
 
     @property
     def rank(self) -> int:
@@ -162,7 +170,7 @@ def support_svd(data: NTPData) -> SupportSVD:
     >>> s.rank, [round(x, 6) for x in s.sigma.tolist()], s.svm_is_centred_support
     (2, [1.0, 1.0], True)
     """
-    St = centred_support(data)
+    St = centred_support(as_ntp_data(data, "support_svd"))
     U, s, Vt = torch.linalg.svd(St, full_matrices=False)
     r = int((s > RANK_TOL * s[0]).sum()) if s.numel() and s[0] > 0 else 0
     U, s, Vt = U[:, :r], s[:r], Vt[:r]
