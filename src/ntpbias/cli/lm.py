@@ -11,7 +11,7 @@ import click
 
 from ..config import INT64_MAX
 from ..errors import ConfigError
-from ._common import _console, cli, command_line, max_memory_option, overwrite_option
+from ._common import _console, cli, command_line, max_memory_option, overwrite_option, run_dir_options
 
 #: the files ``lm analyze`` writes into --out
 ANALYSIS_FILES = ("analysis.json", "ntp_data.npz", "lm_geometry.npz", "report.html")
@@ -42,12 +42,7 @@ def lm():
                    "lm`).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
               help="Where to train (default: the config's).")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out (same numbers as one run).")
-@overwrite_option
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
-@click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@run_dir_options
 def train(text, preset, config_path, scale, overrides, device, out, resume, overwrite, as_json, quiet):
     """Train the GPT-style decoder on TEXT (a file, a folder of .txt/.md files, `shakespeare` or `planted`; each
     non-blank line is a sequence) or on a preset's text. Writes config.toml, metrics.csv, summary.json, report.html,
