@@ -44,9 +44,9 @@ def lm():
               help="Where to train (default: the config's).")
 @run_dir_options
 def train(text, preset, config_path, scale, overrides, device, out, resume, overwrite, as_json, quiet):
-    """Train the GPT-style decoder on TEXT (a file, a folder of .txt/.md files, `shakespeare` or `planted`; each
-    non-blank line is a sequence) or on a preset's text. Writes config.toml, metrics.csv, summary.json, report.html,
-    tokenizer.json and checkpoints/steps/ (the parameters at every logged step, for `ntpbias lm analyze`).
+    """Train the GPT-style decoder on TEXT (a file, a folder of .txt/.md files, `shakespeare`, `imdb` or `planted`;
+    each non-blank line is a sequence) or on a preset's text. Writes config.toml, metrics.csv, summary.json,
+    report.html, tokenizer.json and checkpoints/steps/ (the parameters at every logged step, for `ntpbias lm analyze`).
 
     \b
     Examples:
@@ -98,8 +98,8 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
 @click.option("--hf", "hf_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A local Hugging Face causal LM folder instead of RUN_DIR (repeat for several checkpoints of one "
                    "model). Needs the hf extra; never downloads.")
-@click.option("--text", default=None, help="The text to analyze: a file, a folder, or shakespeare (default: the run's "
-                                           "training text).")
+@click.option("--text", default=None,
+              help="The text to analyze: a file, a folder, shakespeare or imdb (default: the run's training text).")
 @click.option("--context-length", type=click.IntRange(1, INT64_MAX), default=1, show_default=True,
               help="T: every window of T tokens inside a line is a context.")
 @click.option("--max-tokens", type=click.IntRange(0, INT64_MAX), default=None,
