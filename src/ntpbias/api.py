@@ -36,7 +36,7 @@ from .experiments.base import (
     raise_if_failed,
     resolve_ids,
 )
-from .io import as_path, ensure_dir, input_file, no_empty_leftovers, read_input_text, write_json
+from .io import as_path, ensure_dir, input_file, locked_dir, no_empty_leftovers, read_input_text, write_json
 from .parallel import check_reachable
 from .report import draw, render
 from .results import (
@@ -150,6 +150,7 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
             say(f"[bold]{GROUPS[gid].title}[/]")
             with no_empty_leftovers(group_dir):
                 result = GROUPS[gid].run(replace(ctx, out=group_dir, figures=figures))
+            _grade_at(result, ctx.scale)
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
         if len(chosen) > 1:
@@ -163,6 +164,39 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
                 "passed": all(s.passed for s in sections),
             })
     return sections
+
+
+def _grade_at(result: RunResult, scale: str) -> None:
+    """Smoke scale is a plumbing test: every check is computed, none is graded."""
+    if scale == "smoke":
+        result.section.checks = [dataclasses.replace(c, graded=False) for c in result.section.checks]
+
+
+def regrade(out: str | Path, *, command: str = "") -> list[Section]:
+    """``ntpbias reproduce --regrade``: the checks, tables, figures, ``summary.json`` and ``report.html`` of a
+    finished one-group run directory again, from its saved outputs (no training), with this version's checks."""
+    out = Path(out)
+    path = out / "summary.json"
+    if not path.is_file():
+        raise DataError(f"{out}: not a run directory (no summary.json); pass the --out of a finished reproduce run")
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    gid = (summary.get("sections") or [{}])[0].get("id")
+    group = GROUPS.get(gid)
+    if group is None or group.regrade is None:
+        able = ", ".join(g.id for g in GROUPS.values() if g.regrade is not None)
+        raise DataError(f"{out}: a run of {gid!r} cannot be regraded from its outputs (groups that can: {able}); "
+                        "use --resume to recompute from its checkpoints")
+    with locked_dir(out):  # no other run writes here meanwhile
+        result = group.regrade(out)
+        _grade_at(result, summary.get("scale", "quick"))
+        save_run(out, result, command=command)
+    return [result.section]
+
+
+def _check_from_record(record: dict) -> Check:
+    """A check of summary.json (fields a newer or older ntpbias added are left out)."""
+    fields = {f.name for f in dataclasses.fields(Check)}
+    return Check(**{k: v for k, v in record.items() if k in fields})
 
 
 # ---------------------------------------------------------------------------------------------- notebook API
@@ -455,8 +489,7 @@ def load_run(path: str | Path) -> Run:
     rows = [r for r in rows if "step" in r]  # training histories (a separability study's rows are curves over d)
     names = list(dict.fromkeys(r.get("run", "") for r in rows))
     histories = {name: History.from_rows(rows, name) for name in names}
-    fields = {f.name for f in dataclasses.fields(Check)}
-    checks = [Check(**{k: v for k, v in c.items() if k in fields}) for c in summary.get("checks", [])]
+    checks = [_check_from_record(c) for c in summary.get("checks", [])]
     config = summary.get("config")
     if isinstance(config, dict) and config.get("experiment") in TRAINERS:
         config = load_run_config(path / "config.toml")

@@ -55,6 +55,9 @@ DEFINITIONS: dict[str, str] = {
     "cos_neg_grad_kq": "cos(W_kq, -∇_{W_kq} L): alignment of the iterate with the descent direction (paper C, Fig. 2)",
     "cos_grad_kq_star": "cos(∇_{W_kq} L, W_kq*): at most -min_n φ_+^(n)/(2||W_kq*||) (Lemma 6 of paper C)",
     "attn_opt_min": "min_n φ_+^(n): smallest attention mass on a sample's optimal positions (Lemma 5, Theorem 2)",
+    "attn_opt_floor": "min over samples n and optimal positions l of φ_l^(n) - 1/L^(n): Lemma 5's floor per position",
+    "order_gap": "Theorem 3's smallest class gap (optimal - non-comparable, non-comparable - non-optimal scores) over "
+                 "the queries with non-comparable tokens",
     "attn_opt_mean": "Σ_n π^(n) φ_+^(n): mean attention mass on the optimal positions",
     "margin_kq": "min over relations u >_q v of (x_u - x_v)^T W_kq x_q: attention-score margin of the orders (Thm 3)",
     "accuracy": "Σ_n π^(n) 1[argmax T_θ(X^(n)) = label]: next-token accuracy on the training samples",

@@ -156,3 +156,48 @@ def test_unwritable_output_path_is_a_file(tmp_path, cli, assert_user_error):
     blocker.write_text("not a directory")
     code, _, err = cli("reproduce", "linear-fig3", "--scale", "smoke", "--out", blocker / "x")
     assert_user_error(code, err, "cannot create output directory")
+
+
+# ---------------------------------------------------------------------------------------------- exit status
+def _group(gid, passed):
+    """A group that trains nothing and returns one sanity check that passes or fails."""
+    from ntpbias.experiments.base import Group
+    from ntpbias.results import Check, RunResult, Section
+
+    def run(ctx):
+        section = Section(gid, gid, checks=[Check(f"{gid}: invariant", "claim", 1.0, "<= 0", passed, kind="sanity")])
+        return RunResult(section, {})
+
+    return Group(gid, gid, {}, run)
+
+
+def test_a_completed_reproduce_with_a_failing_check_exits_3_after_every_group_and_the_report(tmp_path, cli,
+                                                                                              monkeypatch):
+    from ntpbias.experiments import GROUPS
+
+    monkeypatch.setitem(GROUPS, "x-fails", _group("x-fails", False))
+    monkeypatch.setitem(GROUPS, "x-passes", _group("x-passes", True))
+    code, out, err = cli("reproduce", "x-fails", "x-passes", "--out", tmp_path / "r", "--quiet")
+    assert code == 3, err
+    assert "1 failed" in out and not err
+    for gid in ("x-fails", "x-passes"):  # every group ran and wrote its outputs before the exit status
+        assert json.loads((tmp_path / "r" / gid / "summary.json").read_text())["checks"]
+    assert (tmp_path / "r" / "report.html").is_file()
+    code, _, err = cli("reproduce", "x-passes", "--out", tmp_path / "p", "--quiet")
+    assert code == 0, err
+
+
+def test_smoke_scale_grades_nothing_and_exits_0(tmp_path, cli, monkeypatch):
+    from ntpbias.experiments import GROUPS
+
+    monkeypatch.setitem(GROUPS, "x-fails", _group("x-fails", False))
+    code, out, err = cli("reproduce", "x-fails", "--scale", "smoke", "--out", tmp_path / "s", "--quiet")
+    assert code == 0, err
+    assert "not graded (smoke scale: 1 checks computed, none judged)" in out
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["checks"][0]["verdict"] == "not graded" and summary["passed"]
+
+
+def test_exit_status_3_is_documented_in_help(cli):
+    code, out, _ = cli("reproduce", "--help")
+    assert code == 0 and "3 when the run completed but a graded" in " ".join(out.split())

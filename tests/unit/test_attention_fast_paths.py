@@ -168,15 +168,17 @@ def test_gradient_choice_is_checked():
 
 
 def test_model_17_at_paper_scale_on_a_cpu_is_the_documented_reduced_setting_and_its_checks_say_so():
+    from dataclasses import replace
+
     from ntpbias.experiments.attention.imdb import (
+        IMDB_ONE_LAYER,
         IMDB_TWO_LAYER,
         TWO_LAYER_CPU,
-        _loss_order_checks,
-        _loss_row,
         cpu_reduced,
         reduced_note,
         scaled,
     )
+    from ntpbias.experiments.attention.imdb_grade import _loss_checks, at_paper_settings
 
     paper = scaled(IMDB_TWO_LAYER, "paper")
     cpu = cpu_reduced(paper)
@@ -185,11 +187,12 @@ def test_model_17_at_paper_scale_on_a_cpu_is_the_documented_reduced_setting_and_
     assert cpu.data == paper.data and cpu.optimizer == paper.optimizer and cpu.dtype == paper.dtype
     assert cpu.model.kind == "two_layer" and paper.model.d == 2048 and paper.train.epochs == 500
     assert "d = 256" in reduced_note(paper) and "--device cuda" in reduced_note(paper)
-    checks = {c.name: c for c in _loss_order_checks("imdb", {"imdb-one-layer": 0.12, "imdb-two-layer": 0.05},
-                                                    paper_settings={"one_layer": True, "two_layer": False})}
+    assert at_paper_settings(paper) and not at_paper_settings(cpu)
+    assert not at_paper_settings(replace(paper, model=replace(paper.model, train_v=False)))  # the theory's variant
+    configs = {"imdb-one-layer": IMDB_ONE_LAYER, "imdb-two-layer": cpu}
+    checks = {c.name: c for c in _loss_checks("imdb", {"imdb-one-layer": 0.12, "imdb-two-layer": 0.05}, configs)}
     assert checks["imdb: one-layer loss order"].premise_met and checks["imdb: one-layer loss order"].verdict == "pass"
     assert not checks["imdb: two-layer loss order"].premise_met
     assert checks["imdb: two-layer loss order"].verdict == "inconsistent"  # 0.05 is not of order 1e-5
     assert not checks["imdb: two-layer loss below one-layer"].premise_met
-    assert _loss_row("IMDB", "one_layer", 0.12, "x")[3].startswith("agrees")
-    assert _loss_row("IMDB", "two_layer", 0.05, "x")[3].startswith("differs (5e+03 x")
+    assert all(c.quote and c.metric for c in checks.values())

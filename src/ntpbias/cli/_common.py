@@ -14,6 +14,8 @@ from .. import __version__
 from ..errors import DataError
 
 EXIT_USER_ERROR = 2
+#: exit status of a run that completed (every output and the report written) with a failing graded check
+EXIT_CHECK_FAILED = 3
 
 
 def _console(quiet: bool = False):
@@ -103,7 +105,14 @@ def check_output_file(path: str | Path, what: str) -> Path:
 
 #: how each check verdict prints (see :attr:`ntpbias.results.Check.verdict`)
 VERDICT_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "consistent": "[green]consistent[/]",
-                 "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]"}
+                 "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]",
+                 "by construction": "[dim]by construction[/]", "holds": "[dim]holds (erratum)[/]",
+                 "refuted": "[yellow]refuted (erratum)[/]", "not graded": "[dim]not graded[/]"}
+
+
+def exit_status(sections) -> int:
+    """0, or :data:`EXIT_CHECK_FAILED` when a graded check of ``sections`` failed (smoke scale grades nothing)."""
+    return EXIT_CHECK_FAILED if any(c.verdict == "fail" for s in sections for c in s.checks) else 0
 
 
 def print_checks(sections) -> None:

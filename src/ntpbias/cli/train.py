@@ -26,6 +26,8 @@ def train(config, preset, scale, overrides, out, resume, overwrite, as_json, qui
     CONFIG is a TOML file (its `experiment` key picks the paper; `config.toml` of an earlier run works), or
     use --preset. Every value can be overridden with --set. Every key with its type, allowed range and default:
     `ntpbias settings EXPERIMENT|PRESET` (also docs/settings.md); a value outside them is refused before any work.
+    The run's theory checks are reported, not turned into an exit status (a configuration of your own need not meet
+    levels set for the papers' runs; `reproduce` exits 3 on a failing check).
 
     \b
     Examples:

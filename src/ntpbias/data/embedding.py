@@ -2,8 +2,8 @@
 
 Spec strings (the ``--embedding`` option):
 
-* ``onehot``: h̄_j = e_j in R^m (d = m; H has full column rank, so the data are always compatible and
-  separable, Lemma 1 of paper A);
+* ``onehot``: h̄_j = e_j in R^m (d = m; H is invertible, so the data are always compatible and separable: the
+  square case of Lemma 1 of paper A, which states "d > m and full-rank H̄");
 * ``gaussian[:d=60,scale=1,seed=0]``: i.i.d. N(0, scale^2) entries, seeded;
 * ``path/to/file.npy``: a user matrix of shape (m, d), row j for the j-th distinct context (the order of
   ``NTPData.contexts``).

@@ -113,6 +113,7 @@ class Group:
     figures: dict[str, str]
     run: Callable[[RunContext], RunResult]
     presets: tuple[str, ...] = ()  # the presets the group trains, at the run's scale and seeds (its preflight)
+    regrade: Callable[[Path], RunResult] | None = None  # checks, tables and figures again from a run's saved outputs
     read_inputs: Callable[[RunContext], None] | None = None  # reads and checks the user's files the group takes
 
     def preflight(self, ctx: RunContext) -> None:

@@ -90,6 +90,31 @@ def training_curves(rows: list[dict], runs: list[str], labels: dict[str, str] | 
     return fig
 
 
+@plot("attention.correlations")
+def correlation_curves(rows: list[dict], runs: list[str], bins: dict[str, tuple[np.ndarray, np.ndarray]]):
+    """Pearson(<E_s, v>, PD) and Pearson(<E_s, p>, |PD|) against the epoch for every run (mean and seed band), and the
+    means of <E_s, v> over the PD deciles after training (first seed)."""
+    fig, axes = new_figure(1, 3, width=3.2, height=2.6)
+    ax_v, ax_p, ax_bins = axes[0]
+    for run in runs:
+        epochs = series(rows, run, "epoch")[1][:, 0]
+        band(ax_v, epochs, series(rows, run, "pearson_v_pd")[1], label=run)
+        band(ax_p, epochs, series(rows, run, "pearson_p_abs_pd")[1], label=run)
+        pd, mean_v = bins[run]
+        ax_bins.plot(pd, mean_v, marker="o", ms=3, label=run)
+    ax_v.set_ylabel("Pearson(<E_s, v>, PD)")
+    ax_p.set_ylabel("Pearson(<E_s, p>, |PD|)")
+    for ax in (ax_v, ax_p):
+        ax.set_xlabel("epoch")
+        ax.set_xscale("symlog", linthresh=1)
+    ax_bins.set_xlabel("PD (decile mean)")
+    ax_bins.set_ylabel("mean <E_s, v> over the decile")
+    ax_bins.axhline(0, color="grey", lw=0.5)
+    for ax in axes[0]:
+        ax.legend(fontsize=6)
+    return fig
+
+
 @plot("attention.stage_two")
 def stage_two_figure(rows: list[dict], runs: dict[str, str]):
     """Stage 2: cos(p_t, p̂), selection accuracy, ||p_t|| and L(p_t) - floor against the iteration (log x)."""

@@ -4,6 +4,8 @@ and the run directory's files (``config.toml``, ``metrics.csv``, ``summary.json`
 from .metrics_table import metrics_csv, read_metrics_csv, series
 from .records import (
     CHECK_KINDS,
+    QUOTED_KINDS,
+    VERDICTS,
     Check,
     Figure,
     FigureSpec,
@@ -17,6 +19,7 @@ from .records import (
 )
 from .rundir import RunResult, check_earlier_run, check_outputs, claim_run_dir, config_toml, spread, write_run
 
-__all__ = ["CHECK_KINDS", "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
+__all__ = ["CHECK_KINDS", "QUOTED_KINDS", "VERDICTS",
+           "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
            "check_at_most", "check_earlier_run", "check_outputs", "claim_run_dir", "config_toml", "headline",
            "metrics_csv", "read_metrics_csv", "series", "spread", "tally", "verdict_counts", "write_run"]

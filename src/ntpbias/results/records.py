@@ -12,11 +12,21 @@ from pathlib import Path
 from .._repr import short_repr
 
 #: What a check proves. ``theorem``: a paper's proven statement (a pass proves it holds on this run when
-#: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number the
-#: paper states, reproduced (at other settings than the paper's, "consistent"/"inconsistent"); ``calibrated``: a
-#: level set on other seeds/subsamples (``threshold_source`` says which); ``sanity``: an implementation invariant;
-#: ``vacuous``: a bound that cannot fail at this scale (shown, never counted).
-CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "vacuous")
+#: ``premise_met``; outside its premises the verdict is "consistent"/"inconsistent"); ``paper-number``: a number or a
+#: statement of a figure the paper states, reproduced (at other settings than the paper's, "consistent"/
+#: "inconsistent"); ``calibrated``: a level set on other seeds/subsamples (``threshold_source`` says which);
+#: ``sanity``: an implementation invariant; ``by-construction``: a value that holds because of how the run was built
+#: (a setting chosen to satisfy the statement, or an exact identity of the implementation that a sanity check already
+#: tests; ``construction`` says how), shown and never counted as a match; ``erratum``: a paper statement we found
+#: false in general (the errata of each paper's docs page), measured as printed: "holds" or "refuted" here, never a
+#: failure (the corrected statement is a separate check); ``vacuous``: a bound that cannot fail at this scale (shown,
+#: never counted).
+CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "by-construction", "erratum", "vacuous")
+#: the kinds that grade a paper's own sentence: each carries ``quote``, ``where`` and ``metric``
+QUOTED_KINDS = ("theorem", "paper-number", "erratum")
+#: every verdict a check can have; only "fail" is a failure
+VERDICTS = ("pass", "fail", "consistent", "inconsistent", "by construction", "holds", "refuted", "shown",
+            "not graded")
 
 
 @short_repr
@@ -24,10 +34,15 @@ CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "vacuous")
 class Check:
     """One theory check: a claim of a paper, the measured value, the threshold it is held to, and the verdict.
 
-    ``threshold`` states the rule in words (e.g. ">= 0.9"); asymptotic claims are checked as trends and calibrated
-    levels, never as exact limits. ``kind`` (one of :data:`CHECK_KINDS`), ``premise`` (the hypotheses in words),
-    ``premise_met`` (True / False / None when not applicable) and ``threshold_source`` (the paper, a bound we derive, or
-    the calibration seeds) say what a pass proves.
+    ``threshold`` states the rule in words (e.g. ">= 0.9"); asymptotic claims are checked as trends, rates over
+    checkpoints and calibrated levels, never as exact limits. ``kind`` (one of :data:`CHECK_KINDS`), ``premise`` (the
+    hypotheses in words), ``premise_met`` (True / False / None when not applicable or undecidable) and
+    ``threshold_source`` (the paper, a bound we derive, or the calibration seeds) say what a pass proves. A check of a
+    paper's sentence (:data:`QUOTED_KINDS`) carries ``quote`` (the sentence, verbatim, searchable in the paper or in
+    the docs page ``where`` names), ``where`` (paper and section, equation, figure or caption) and ``metric`` (what is
+    measured, in words; :attr:`missing` names what it lacks); a ``by-construction`` check carries ``construction``
+    (how the value was chosen). ``graded``
+    is False at smoke scale: the pipeline ran, nothing is judged (verdict "not graded").
     """
 
     name: str
@@ -40,10 +55,26 @@ class Check:
     premise: str = ""
     premise_met: bool | None = None
     threshold_source: str = ""
+    quote: str = ""
+    where: str = ""
+    metric: str = ""
+    construction: str = ""
+    graded: bool = True
 
     def __post_init__(self):
         if self.kind not in CHECK_KINDS:
             raise ValueError(f"check {self.name!r}: unknown kind {self.kind!r}; choose one of {', '.join(CHECK_KINDS)}")
+        if self.kind == "by-construction" and not self.construction:
+            raise ValueError(f"check {self.name!r}: a by-construction check says how the value was chosen "
+                             "(construction)")
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """The fields a check of a paper's sentence lacks among ``quote``, ``where`` and ``metric`` (the test suite
+        requires none missing in every group)."""
+        if self.kind not in QUOTED_KINDS:
+            return ()
+        return tuple(k for k in ("quote", "where", "metric") if not getattr(self, k))
 
     def _summary(self) -> dict:
         """What ``repr`` shows: the name, the measured value, the threshold and the verdict."""
@@ -51,10 +82,17 @@ class Check:
 
     @property
     def verdict(self) -> str:
-        """"pass" / "fail"; "consistent" / "inconsistent" for a theorem outside its premises (a paper number away from
-        the paper's settings); "shown" when vacuous. Only "fail" is a failure."""
+        """One of :data:`VERDICTS`: "pass" / "fail"; "consistent" / "inconsistent" for a theorem or paper number
+        outside its premises; "by construction" (a failure is still "fail": the construction broke); "holds" /
+        "refuted" for an erratum; "shown" when vacuous; "not graded" at smoke scale. Only "fail" is a failure."""
+        if not self.graded:
+            return "not graded"
         if self.kind == "vacuous":
             return "shown"
+        if self.kind == "erratum":
+            return "holds" if self.passed else "refuted"
+        if self.kind == "by-construction":
+            return "by construction" if self.passed else "fail"
         if self.kind in ("theorem", "paper-number") and self.premise_met is False:
             return "consistent" if self.passed else "inconsistent"
         return "pass" if self.passed else "fail"
@@ -75,7 +113,8 @@ def verdict_counts(checks) -> str:
 
 def tally(checks) -> dict[str, int]:
     """Counts behind the headline: theorem checks passed / failed (and how many of them were outside their premises),
-    paper numbers matched / missed, calibrated and sanity checks passed / failed, vacuous bounds shown."""
+    paper numbers matched / missed, calibrated and sanity checks passed / failed, values by construction, errata
+    refuted / holding here, vacuous bounds shown, checks not graded (smoke scale)."""
     checks = list(checks)
 
     def count(kind, verdicts):
@@ -89,7 +128,10 @@ def tally(checks) -> dict[str, int]:
         "paper_missed": count("paper-number", ("fail",)),
         "calibrated_passed": count("calibrated", ("pass",)), "calibrated_failed": count("calibrated", ("fail",)),
         "sanity_passed": count("sanity", ("pass",)), "sanity_failed": count("sanity", ("fail",)),
+        "by_construction": count("by-construction", ("by construction",)),
+        "errata_refuted": count("erratum", ("refuted",)), "errata_holding": count("erratum", ("holds",)),
         "vacuous_shown": count("vacuous", ("shown",)),
+        "not_graded": sum(c.verdict == "not graded" for c in checks),
         "inconsistent": sum(c.verdict == "inconsistent" for c in checks),
         "failed": sum(c.verdict == "fail" for c in checks),
     }
@@ -97,15 +139,25 @@ def tally(checks) -> dict[str, int]:
 
 def headline(checks) -> str:
     """One line saying what the checks show, e.g. "40 theorem checks passed (3 outside their premises: consistent),
-    2 paper numbers matched, 12 calibrated and 6 sanity checks passed, 4 vacuous bounds shown; 0 failed"."""
+    2 paper numbers matched, 12 calibrated and 6 sanity checks passed, 5 by construction (not counted), 1 paper
+    statement refuted (erratum), 4 vacuous bounds shown; 0 failed"; at smoke scale "not graded (smoke scale: 30 checks
+    computed, none judged)"."""
+    checks = list(checks)
     t = tally(checks)
+    if checks and t["not_graded"] == len(checks):
+        return f"not graded (smoke scale: {len(checks)} checks computed, none judged)"
     outside = f" ({t['theorem_outside_premises']} outside their premises: consistent)" if t[
         "theorem_outside_premises"] else ""
     missed = f" (of {t['paper_matched'] + t['paper_missed']})" if t["paper_missed"] else ""
     inconsistent = f", {t['inconsistent']} inconsistent outside their premises" if t["inconsistent"] else ""
+    built = f", {t['by_construction']} by construction (not counted)" if t["by_construction"] else ""
+    errata = ""
+    if t["errata_refuted"] or t["errata_holding"]:
+        errata = (f", {t['errata_refuted']} paper statement{'s' if t['errata_refuted'] != 1 else ''} refuted "
+                  f"(errata; {t['errata_holding']} holding here)")
     return (f"{t['theorem_passed']} theorem checks passed{outside}, {t['paper_matched']} paper numbers "
-            f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed, "
-            f"{t['vacuous_shown']} vacuous bounds shown{inconsistent}; {t['failed']} failed")
+            f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed"
+            f"{built}{errata}, {t['vacuous_shown']} vacuous bounds shown{inconsistent}; {t['failed']} failed")
 
 
 def check_at_least(name: str, claim: str, measured: float, bound: float, source: str = "", **fields) -> Check:

@@ -30,7 +30,7 @@ from ..data.sentences import NTPSamples
 from ..data.structure import DatasetStructure, analyze_structure
 from ..errors import DataError, NotSeparableError
 from ..geometry.margins.program import SVMResult
-from ..geometry.transformer.optimum import token_basis, wkq_star, wov_star
+from ..geometry.transformer.optimum import theorem3_gap, token_basis, wkq_star, wov_star
 from ..metrics import cosine, frobenius
 from ..models.transformer import (
     TransformerInputs,
@@ -210,10 +210,12 @@ def _model_metrics(task: TransformerTask, W_ov: torch.Tensor, W_kq: torch.Tensor
     opt = task.structure.optimal.to(phi.device)
     phi_plus = (phi * opt).sum(-1)  # (B, N): attention mass on the optimal positions φ_+^(n)
     pi = task.inputs.pi
+    uniform = 1.0 / task.inputs.mask.sum(1, keepdim=True).to(phi.dtype)  # (N, 1): φ_l^(n,0) = 1/L^(n) from zero
     out = {
         "loss": loss,
         "norm_kq": frobenius(W_kq),
         "attn_opt_min": phi_plus.amin(1),
+        "attn_opt_floor": (phi - uniform).masked_fill(~opt, math.inf).amin((1, 2)),  # Lemma 5, per position
         "attn_opt_mean": phi_plus @ pi,
         "accuracy": (z.argmax(-1) == task.inputs.y).to(pi.dtype) @ pi,
         "cos_neg_grad_kq": _cos_or_nan(W_kq, -g_kq),
@@ -226,6 +228,7 @@ def _model_metrics(task: TransformerTask, W_ov: torch.Tensor, W_kq: torch.Tensor
     if rel.shape[0]:
         A = token_basis(W_kq, task.E)  # (B, V, V): A[u, q] = x_u^T W_kq x_q
         out["margin_kq"] = (A[:, rel[:, 1], rel[:, 0]] - A[:, rel[:, 2], rel[:, 0]]).amin(1)
+        out["order_gap"] = theorem3_gap(A, task.structure)  # NaN when no query has non-comparable tokens
     return out, loss, g_ov, g_kq
 
 
@@ -234,7 +237,9 @@ class Stage2Problem:
 
     Parameters ``{"W_kq": (B, d, d)}``. ``W_ov`` is (|V|, d) (shared) or (B, |V|, d) (one per run, e.g. from a
     batched stage 1). Metrics: ``loss``, ``loss_floor``, ``loss_excess``, ``grad_norm``, ``norm_kq``, ``cos_kq``,
-    ``cos_neg_grad_kq``, ``cos_grad_kq_star``, ``attn_opt_min``, ``attn_opt_mean``, ``margin_kq``, ``accuracy``.
+    ``cos_neg_grad_kq``, ``cos_grad_kq_star``, ``attn_opt_min``, ``attn_opt_mean``, ``margin_kq``, ``accuracy``,
+    ``attn_opt_floor`` (Lemma 5: min over samples n and optimal positions l of φ_l^(n,t) - 1/L^(n)) and ``order_gap``
+    (Theorem 3's gaps, :func:`~ntpbias.geometry.transformer.theorem3_gap`).
     """
 
     def __init__(self, task: TransformerTask, W_ov: torch.Tensor, *, init: str = "zeros"):

@@ -24,7 +24,7 @@ epoch 8) instead of d = 2048, lr = 1e-4 and 196 epochs; the stage-2 theory runs 
 """
 
 from . import imdb  # noqa: F401  (registers the real-text presets and group)
-from .checks import REAL_THRESHOLDS, SYNTHETIC_THRESHOLDS, lemma41_checks, pattern_checks, stage_two_checks
+from .checks import SYNTHETIC_THRESHOLDS, lemma41_checks, pattern_checks, stage_two_checks
 from .config import (
     FIG2,
     FIG2_QUICK,
@@ -55,7 +55,7 @@ from .runs import (
     train_classifier,
 )
 
-__all__ = ["FIG2", "FIG2_QUICK", "FIG2_SMOKE", "FIGURES", "REAL_THRESHOLDS", "STAGE2_GD", "STAGE2_LEMMA44",
+__all__ = ["FIG2", "FIG2_QUICK", "FIG2_SMOKE", "FIGURES", "STAGE2_GD", "STAGE2_LEMMA44",
            "STAGE2_NGD", "SYNTHETIC_THRESHOLDS", "AttentionConfig", "AttentionModelConfig", "AttentionTrainConfig",
            "Lemma41Config", "StageOneConfig", "StageTwoConfig", "StageTwoModelConfig", "StageTwoRun",
            "StageTwoTrainConfig", "TokenData", "TokenDataConfig", "correlations", "lemma41_checks", "lemma41_sweep",

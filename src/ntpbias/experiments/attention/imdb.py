@@ -29,8 +29,8 @@ from dataclasses import replace
 from ..._tensor import resolve_device
 from ...data.reviews import read_yelp_jsonl
 from ...data.text import PreprocessConfig
-from ...io import ensure_dir
-from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_most
+from ...io import ensure_dir, write_text
+from ...results import RunResult, Table
 from ...training.optimizers import OptimizerConfig
 from ..base import (
     Group,
@@ -40,11 +40,10 @@ from ..base import (
     register_group,
     register_preset,
 )
-from .checks import REAL_THRESHOLDS, pattern_checks
 from .config import AttentionConfig, AttentionModelConfig, AttentionTrainConfig
 from .data import TokenData, TokenDataConfig
-from .group import classifier_section
-from .runs import correlations, token_table, train_classifier
+from .imdb_grade import MODEL_FIGURE, grade, regrade
+from .runs import token_table, token_table_csv, train_classifier
 
 IMDB_ONE_LAYER = AttentionConfig(
     model=AttentionModelConfig(kind="one_layer", d=2048),
@@ -52,6 +51,10 @@ IMDB_ONE_LAYER = AttentionConfig(
     optimizer=OptimizerConfig(name="adamw", lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-8),
     data=TokenDataConfig(source="imdb", preprocess=PreprocessConfig(max_length=512)))
 IMDB_TWO_LAYER = replace(IMDB_ONE_LAYER, model=replace(IMDB_ONE_LAYER.model, kind="two_layer"))
+
+
+#: epochs between checkpoints of the real-data runs (``--resume`` continues from the last one)
+CHECKPOINT_EPOCHS = 25
 
 
 QUICK = {"d": 64, "epochs": 10, "decay_epochs": (4, 8)}
@@ -125,103 +128,40 @@ FIGURES = {
 }
 
 
-MODEL_FIGURE = {"one_layer": "attention-fig3", "two_layer": "attention-fig1"}
-
-
 SOURCE = {"one_layer": "Fig. 3 of paper B", "two_layer": "Fig. 1 of paper B"}
 
 
 #: every model is trained with v trained (Sec. 5 of paper B: all parameters) and with v fixed (the theory's setting)
 VARIANTS = (("", True, "v trained"), ("-v-fixed", False, "v fixed"))
-#: Sec. 5 of paper B: model (17) reaches a training loss of order 1e-5, model (1) of order 1e-1
-PAPER_LOSS = {"two_layer": 1e-5, "one_layer": 1e-1}
-
-
-def _loss_order_checks(key: str, losses: dict[str, float], *, paper_settings: dict[str, bool]) -> list[Check]:
-    """Sec. 5's comparison of the two models (v trained, as the paper trains them): the order of magnitude of each
-    final loss (a paper number: within a factor 10 of the stated order) and the two-layer loss below the one-layer.
-    ``paper_settings[model]``: whether that model ran at the paper's settings (the premise of its check)."""
-    one, two = losses[f"{key}-one-layer"], losses[f"{key}-two-layer"]
-    premise = "the paper's settings (App. D: d = 2048, 500 epochs, every review)"
-
-    def fields(met: bool) -> dict:
-        return {"kind": "paper-number", "premise": premise, "premise_met": met}
-
-    out = [check_at_most(f"{key}: two-layer loss below one-layer", "model (17) fits the data better than model (1)",
-                         two, one, "Sec. 5 of paper B", threshold_source="the paper's comparison",
-                         **fields(all(paper_settings.values())))]
-    for model, loss in (("two_layer", two), ("one_layer", one)):
-        stated = PAPER_LOSS[model]
-        out.append(Check(f"{key}: {model.replace('_', '-')} loss order", f"final training loss of order {stated:g} "
-                         f"(Sec. 5 of paper B): |log10(loss / {stated:g})|", abs(math.log10(loss / stated)),
-                         "<= 1", abs(math.log10(loss / stated)) <= 1, "Sec. 5 of paper B",
-                         threshold_source="one order of magnitude around the stated value",
-                         **fields(paper_settings[model])))
-    return out
-
-
-def _pattern_rows(name: str, model: str, corr: dict[str, float], setting: str) -> list[tuple]:
-    """The 'paper vs ntpbias' rows of Figs. 1 and 3's qualitative statements (Sec. 5 of paper B) for one run, each with
-    a verdict: "agrees" when the correlation reaches the report's calibrated pattern level (REAL_THRESHOLDS)."""
-    label = f"{name}, model ({'17' if model == 'two_layer' else '1'}), v trained"
-    level = REAL_THRESHOLDS[model]
-
-    def verdict(key: str) -> str:
-        ok = corr[key] >= level[key]
-        return (f"agrees (>= the pattern level {level[key]:g})" if ok else
-                f"weaker than the figure (below the pattern level {level[key]:g})") + f"; {setting}"
-
-    freq = corr["spearman_p_log_count"]
-    return [
-        (f"{label}: <E_s, v> increases with PD(s)", "yes (right panels)",
-         f"Pearson {corr['pearson_v_pd']:.3f}, Spearman {corr['spearman_v_pd']:.3f}", verdict("pearson_v_pd")),
-        (f"{label}: <E_s, p> increases with |PD(s)| (V shape)", "yes (left panels)",
-         f"Pearson {corr['pearson_p_abs_pd']:.3f}, Spearman {corr['spearman_p_abs_pd']:.3f}",
-         verdict("pearson_p_abs_pd")),
-        (f"{label}: more frequent tokens have a higher attention score", "yes (text of Sec. 5)",
-         f"Spearman(<E_s, p>, log count) {freq:.3f}",
-         f"agrees; {setting}" if freq >= 0.3 else
-         f"differs: <E_s, p> follows how often a token occurs in one class (|PD|), not its raw count; {setting}"),
-    ]
-
-
-def _loss_row(name: str, model: str, loss: float, setting: str) -> tuple:
-    stated = PAPER_LOSS[model]
-    close = abs(math.log10(loss / stated)) <= 1
-    return (f"{name}: final training loss, model ({'17' if model == 'two_layer' else '1'}) (v trained)", stated, loss,
-            ("agrees (within a factor 10 of the stated order)" if close else
-             f"differs ({loss / stated:.3g} x the stated order)") + f"; {setting}")
 
 
 def run_group(ctx: RunContext) -> RunResult:
-    """Train models (1) and (17) on IMDB (and on Yelp when ``ctx.yelp`` names a file) and draw Figures 3 and 1."""
+    """Train models (1) and (17) on IMDB (and on Yelp when ``ctx.yelp`` names a file); the section is graded from
+    the saved outputs (:func:`~ntpbias.experiments.attention.imdb_grade.grade`)."""
     on_cpu = resolve_device(ctx.device).type == "cpu"
-    section = Section("attention-imdb", "Paper B on real text: IMDB and Yelp (Figs. 1 and 3)",
-                      description="Jointly trained one-layer (1) and two-layer (17) attention models on sentiment "
-                                  "data: <E_s, v> grows with the posterior difference PD(s) and <E_s, p> with |PD(s)|, "
-                                  "as the theory predicts for the one-layer model.")
+    notes = []
     datasets = {"imdb": ("IMDB", {})}
     yelp_path = ctx.yelp
     if yelp_path:
         datasets["yelp"] = ("Yelp", {"source": "yelp", "path": yelp_path})
     else:
-        section.notes.append("Yelp skipped: no Yelp reviews file was given (the Yelp Open Dataset cannot be shipped). "
-                             "Pass --yelp /path/to/yelp_academic_dataset_review.json to add the Yelp rows, or run "
-                             "`ntpbias train --preset attention-yelp-one-layer --set data.path=FILE --out DIR`.")
+        notes.append("Yelp skipped: no Yelp reviews file was given (the Yelp Open Dataset cannot be shipped). "
+                     "Pass --yelp /path/to/yelp_academic_dataset_review.json to add the Yelp rows, or run "
+                     "`ntpbias train --preset attention-yelp-one-layer --set data.path=FILE --out DIR`.")
     models = [m for m, fig in MODEL_FIGURE.items() if ctx.wants(fig)]
     base = {"one_layer": IMDB_ONE_LAYER, "two_layer": IMDB_TWO_LAYER}
-    histories, configs, panels, losses, paper_rows = [], {}, {m: [] for m in models}, {}, []
+    histories, configs, seconds = {}, {}, 0.0
     built: dict[str, TokenData] = {}
     # every dataset is read before any training, the user's Yelp file first (a bad file fails at once)
     for key, (name, data_changes) in sorted(datasets.items(), key=lambda kv: kv[0] != "yelp") if models else ():
         ctx.say(f"{name}: reading and preprocessing")
         built[key] = replace(scaled(base[models[0]], ctx.scale).data, **data_changes).build()
-    for key, (name, _) in datasets.items() if models else ():
-        section.tables.append(Table(f"{name} data", ("quantity", "value"), tuple(built[key].facts.items())))
+    data_tables = [Table(f"{name} data", ("quantity", "value"), tuple(built[key].facts.items()))
+                   for key, (name, _) in datasets.items() if models]
     out = ensure_dir(ctx.out)  # only once every dataset has been read: a bad file leaves nothing behind
     reduced = {m: ctx.scale == "paper" and m == "two_layer" and on_cpu for m in models}
     if any(reduced.values()):
-        section.notes.append(reduced_note(IMDB_TWO_LAYER))
+        notes.append(reduced_note(IMDB_TWO_LAYER))
     for key, (name, data_changes) in datasets.items():
         data = built[key]
         for model, (suffix, train_v, variant) in itertools.product(models, VARIANTS):
@@ -231,60 +171,23 @@ def run_group(ctx: RunContext) -> RunResult:
             cfg = replace(cfg, seeds=max(1, ctx.seeds), device=ctx.device, model=replace(cfg.model, train_v=train_v),
                           data=replace(cfg.data, **data_changes))
             run = f"{key}-{model.replace('_', '-')}{suffix}"
+            spe = math.ceil(data.ds.n / cfg.train.batch_size)
             if reduced[model]:  # whole-data metrics of model (17) cost a third of an epoch: log every few epochs
-                spe = math.ceil(data.ds.n / cfg.train.batch_size)
                 cfg = replace(cfg, train=replace(cfg.train, log_every=spe * TWO_LAYER_CPU["log_every_epochs"]))
+            if not cfg.train.checkpoint_every:  # a long run can be resumed from a recent state
+                cfg = replace(cfg, train=replace(cfg.train, checkpoint_every=spe * CHECKPOINT_EPOCHS))
             configs[run] = cfg
             ctx.say(f"{name}: training the {model.replace('_', '-')} model, {variant}")
             history, problem = train_classifier(cfg, data, ctx, run)
             raise_if_failed(history)
-            histories.append(history)
-            section.seconds += history.seconds
-            table = token_table(data, problem, history)
-            section.checks.extend(pattern_checks(run, table, history, thresholds=REAL_THRESHOLDS[model],
-                                                 min_accuracy=0.0, source=SOURCE[model], data="text",
-                                                 data_seed=cfg.data.seed if cfg.data.subsample else None))
-            corr = next(iter(correlations(table).values()))
-            if train_v:
-                why = ("the paper's settings" if ctx.scale == "paper" and not reduced[model] else
-                       f"reduced on a CPU: d = {cfg.model.d}, {cfg.train.epochs} epochs (GPU work)" if reduced[model]
-                       else f"{ctx.scale} scale: {data.ds.n} reviews, d = {cfg.model.d}, {cfg.train.epochs} epochs")
-                paper_rows += _pattern_rows(name, model, corr, why)
-            losses[run] = max(history.at()["loss"])
-            section.facts[f"{run}: final loss"] = losses[run]
-            section.facts[f"{run}: Spearman(<E_s, p>, log count)"] = corr["spearman_p_log_count"]
-            panels[model].append((run, f"{name}, {model.replace('_', '-')} model, {variant}", history, table))
-        if {"one_layer", "two_layer"} <= set(models):
-            at_paper = {m: ctx.scale == "paper" and not reduced[m] for m in models}
-            section.checks.extend(_loss_order_checks(key, losses, paper_settings=at_paper))
-            for m in ("two_layer", "one_layer"):
-                c = configs[f"{key}-{m.replace('_', '-')}"]
-                why = ("the paper's settings" if at_paper[m] else
-                       f"{'reduced on a CPU (GPU work)' if reduced[m] else ctx.scale + ' scale'}: d = {c.model.d}, "
-                       f"{c.train.epochs} epochs (paper: every review, d = 2048, 500 epochs)")
-                paper_rows.append(_loss_row(name, m, losses[f"{key}-{m.replace('_', '-')}"], why))
-    for model in models:
-        fig_id = MODEL_FIGURE[model]
-        rows_text = " and ".join(p[1].split(",")[0] for p in panels[model])
-        cfg = configs[panels[model][0][0]]
-        section.plots.append(classifier_section(
-            out, fig_id, f"Figure {fig_id[-1]}: {model.replace('_', '-')} model on {rows_text}",
-            [(run, label, h, t) for run, label, h, t in panels[model]], color_by="count",
-            caption=f"<E_s, p> (left) and <E_s, v> (right) against PD(s) for every token after AdamW training "
-                    f"(d = {cfg.model.d}, {cfg.train.epochs} epochs, lr {cfg.optimizer.lr:g}) of all parameters (the "
-                    "paper's setting) and with v fixed (the theory's setting), one row each; colour: log10 of the "
-                    "token's count. Per-token values with the token strings: tokens-<run>.csv."))
-    if paper_rows:
-        section.tables.append(Table("Paper vs ntpbias", ("quantity", "paper B", "ntpbias", "verdict and why"),
-                                    tuple(paper_rows)))
-    if histories:
-        runs = sorted(h.run for h in histories)
-        all_rows = [r for h in histories for r in h.rows()]
-        section.plots.append(FigureSpec("attention-imdb-training", "Training", "Loss, accuracy and the two "
-                                        "correlations per epoch, for every run.", "attention.training",
-                                        {"rows": all_rows, "runs": runs}))
-    return RunResult(section, configs, histories, {"scale": ctx.scale, "seeds": ctx.seeds, "yelp": yelp_path or None,
-                                                   "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
+            histories[run] = history
+            seconds += history.seconds
+            write_text(out / f"tokens-{run}.csv", token_table_csv(token_table(data, problem, history)))
+    result = grade(out, scale=ctx.scale, configs=configs, histories=histories, data_tables=data_tables, notes=notes,
+                   seconds=seconds)
+    result.summary.update({"seeds": ctx.seeds, "yelp": yelp_path or None,
+                           "figures": list(FIGURES if ctx.figures is None else ctx.figures)})
+    return result
 
 
 def read_yelp(ctx: RunContext) -> None:
@@ -295,4 +198,5 @@ def read_yelp(ctx: RunContext) -> None:
 
 
 register_group(Group("attention-imdb", "Paper B on real text (IMDB, Yelp): Figures 1 and 3", FIGURES, run_group,
-                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), read_inputs=read_yelp))
+                     presets=("attention-imdb-one-layer", "attention-imdb-two-layer"), read_inputs=read_yelp,
+                     regrade=regrade))

@@ -48,7 +48,8 @@ def train_classifier(cfg: AttentionConfig, data: TokenData, ctx: RunContext, run
                                                decay_epochs=cfg.train.decay_epochs), fused=True)
     epochs = cfg.train.epochs
     train = TrainConfig(steps=cfg.train.steps or epochs * spe, log_points=cfg.train.log_points,
-                        log_every=cfg.train.log_every or spe * max(1, epochs // 10),
+                        log_every=cfg.train.log_every or spe * (1 if cfg.model.kind == "one_layer" else
+                                                                max(1, epochs // 10)),
                         checkpoint_every=cfg.train.checkpoint_every)
     trainer = Trainer(problem, optimizer, train, seeds=[cfg.seed + b for b in range(cfg.seeds)],
                       checkpoint_dir=ctx.out / "checkpoints" / run, progress=ctx.progress, description=run)

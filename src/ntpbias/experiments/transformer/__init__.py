@@ -32,6 +32,7 @@ from .config import (
     FIG2,
     FIG2_SAMPLES,
     JOINT,
+    PROP2,
     UNIT,
     StageConfig,
     TransformerConfig,
@@ -44,7 +45,7 @@ from .group import FIGURES, run_group, train_transformer
 from .runs import SeedRun, load_dataset, run_config, train_seed
 
 __all__ = ["ALGORITHMS", "DATA_SOURCES", "EXAMPLE1", "EXAMPLE1_COS", "EXAMPLE1_NORM_900", "FIG2", "FIG2_SAMPLES",
-           "FIGURES", "JOINT", "KIND_NC", "KIND_OPT", "UNIT", "SeedRun", "StageConfig", "TransformerConfig",
+           "FIGURES", "JOINT", "KIND_NC", "KIND_OPT", "PROP2", "UNIT", "SeedRun", "StageConfig", "TransformerConfig",
            "TransformerDataConfig", "TransformerModelConfig", "TransformerTrainConfig", "UnseenInputs",
            "evaluate_unseen", "example1_checks", "example2", "extended_order_gap", "generalization", "load_dataset",
            "run_config", "run_group", "theorem3_inputs", "theory_checks", "train_seed", "train_transformer"]

@@ -154,6 +154,7 @@ class TransformerConfig(RunConfig):
 FIG2 = TransformerConfig()
 FIG2_SAMPLES = replace(FIG2, data=TransformerDataConfig(source="samples"))
 EXAMPLE1 = replace(FIG2, data=TransformerDataConfig(source="example1"))
+PROP2 = replace(FIG2, data=TransformerDataConfig(source="prop2-counterexample"))
 UNIT = replace(FIG2, model=replace(FIG2.model, embedding="unit"))
 JOINT = replace(FIG2, model=replace(FIG2.model, algorithm="joint"))
 
@@ -162,6 +163,8 @@ for _name, _desc, _cfg in (
                          "η = 0.05/√d, 900 + 900 steps", FIG2),
     ("transformer-fig2-samples", "Fig. 2 on the 'samples' generator (not prefix-closed, |O_q| >= 2 common)",
      FIG2_SAMPLES),
+    ("transformer-prop2", "Algorithm 1 on the 5-token counterexample to Proposition 2 (d = 5, Fig. 2's step sizes)",
+     PROP2),
     ("transformer-example1", "Algorithm 1 on Example 1 (d = 4, η₀ = 0.1, η = 0.025, 900 + 900 steps)", EXAMPLE1),
     ("transformer-unit", "ablation: random unit-norm (non-orthonormal) embeddings, Fig. 2's settings", UNIT),
     ("transformer-joint", "ablation: W_ov and W_kq trained jointly (NGD, η₀, 1800 steps), Fig. 2's data", JOINT),

@@ -15,7 +15,8 @@ from ...results import Check, Table, check_at_least
 from ...training.transformer import (
     predict,
 )
-from .checks import seeds_note
+from ..claims import cite
+from .checks import premises, seeds_note
 from .runs import SeedRun
 
 
@@ -69,17 +70,23 @@ def generalization(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[T
             p = np.array([x["p_expected"] for x in sel])
             summary[kind] = (len(sel), float(correct.mean()), float(p.min()), float(np.median(p)))
     src = "Thm 3 of paper C"
-    thm3 = {"kind": "theorem", "premise": "Assumptions 1-3; T, t = Ω(log(1/ε)) (the constants are not given, so "
-            "whether this run's T and t suffice cannot be decided)", "premise_met": None}
-    checks = [check_at_least(f"{label}: Theorem 3 ({kind})", f"unseen inputs [{kind}, q] predict "
-                             f"{'n(x_0)' if kind == KIND_NC else 'n(u)'} (fraction correct over {n} inputs, "
-                             f"{seeds_note(runs)}; the smallest probability of the expected token is shown in the "
-                             "table)", acc, 1.0, src, threshold_source="every input (the theorem's prediction)", **thm3)
+    premise, met = premises(runs)["thm2"]
+    thm3 = {"kind": "theorem", "premise": premise + " (Theorem 3's T, t = Ω(log(1/ε)): its proof follows Theorem 2's)",
+            "premise_met": met}
+    claims = {KIND_NC: ("C:thm3-prediction", "n(x_0)", "a non-comparable token x_0 and non-optimal tokens"),
+              KIND_OPT: ("C:ex2-osp", "n(u)", "an optimal token u and a non-comparable token x_0")}
+    checks = [check_at_least(f"{label}: Theorem 3 ({kind})", f"unseen inputs [{kind}, q] predict {claims[kind][1]}",
+                             acc, 1.0, src, threshold_source="every input (the theorem's prediction)",
+                             **cite(claims[kind][0]), metric=f"fraction of {n} unseen inputs made of "
+                             f"{claims[kind][2]} under a query q whose argmax is {claims[kind][1]} "
+                             f"({seeds_note(runs)}; the smallest probability of the expected token is in the table)",
+                             **thm3)
               for kind, (n, acc, _, _) in summary.items()]
     gaps = [extended_order_gap(r) for r in runs]
     checks.append(check_at_least(f"{label}: extended order O > M > N", "after training, under every query the "
-                                 "scores x^T W_kq x_q of optimal > non-comparable > non-optimal tokens (smallest "
-                                 "gap)", float(np.nanmin(gaps)), 1e-12, "Thm 3 of paper C",
+                                 "scores x^T W_kq x_q of optimal > non-comparable > non-optimal tokens",
+                                 float(np.nanmin(gaps)), 1e-12, src, **cite("C:thm3-order"),
+                                 metric="smallest gap between the classes' scores over every query, at the last step",
                                  threshold_source="strict order (round-off allowance)", **thm3))
     table = Table(f"{label}: Theorem 3 on unseen inputs (all seeds)",
                   ("kind", "inputs", "fraction correct", "min p(expected)", "median p(expected)"),
@@ -103,20 +110,25 @@ def example2(run: SeedRun) -> tuple[list[Check], Table]:
     ev = evaluate_unseen(run, unseen)
     rows = tuple((ex.text(ex.input_ids(i)), ex.vocab[int(ex.y[i])], ex.vocab[int(ev["pred"][i])],
                   float(ev["prob"][i]), ex.vocab[int(focus[i])], float(ev["attn"][i])) for i in range(ex.N))
-    correct = all(r[1] == r[2] for r in rows)
-    checks = [Check("example 2: predictions", "after Example 1, SP -> V, OSP -> P and VP -> O (Theorem 3: the "
-                    "model follows the non-comparable/optimal token; VP gives O, not P)",
-                    ", ".join(f"{r[0].replace(' ', '')}->{r[2]}" for r in rows), "V, P, O", correct,
-                    "Example 2 of paper C", kind="paper-number", threshold_source="the paper's Example 2"),
-              check_at_least("example 2: confidence", "each prediction has probability > 0.99 (smallest)",
-                             min(r[3] for r in rows), 0.99, "Thm 3 of paper C", kind="theorem",
-                             premise="T, t = Ω(log(1/ε)) (constants not given)",
-                             threshold_source="'with high probability' read as > 0.99 (ours)")]
+    premise, met = premises([run])["thm2"]
+    thm3 = {"premise": premise, "premise_met": met}
+    expected = {"S P": "C:ex2-sp", "O S P": "C:ex2-osp", "V P": "C:ex2-vp"}
+    checks = [Check(f"example 2: {r[0].replace(' ', '')}", f"after training on Example 1, {r[0].replace(' ', '')} is "
+                    f"completed with {r[1]} (Example 2)", f"{r[2]} (probability {r[3]:.3g})", r[1], r[1] == r[2],
+                    "Example 2 of paper C", kind="paper-number", **cite(expected[r[0]]),
+                    metric="the trained model's argmax on the unseen input, with its probability",
+                    threshold_source="the paper's Example 2", **thm3) for r in rows]
+    checks.append(check_at_least("example 2: confidence", "each prediction has probability > 0.99",
+                                 min(r[3] for r in rows), 0.99, "Thm 3 of paper C", kind="theorem",
+                                 **cite("C:thm3-prediction"), metric="smallest probability of the predicted token "
+                                 "over SP, OSP, VP", threshold_source="'with high probability' read as > 0.99 (ours)",
+                                 **thm3))
     A = to_numpy(th.token_basis(run.two_stage.W_kq[0], run.task.E))[:, 3]
     checks.append(Check("example 2: scores under query P", "score(O) > score(S) = score(V) = 0 > score(P) in "
                         "W_kq^(T)'s column P", "(" + ", ".join(f"{v:.4g}" for v in A) + ")", "O > S = V = 0 > P",
                         bool(A[2] > 0 and A[0] == 0 and A[1] == 0 and A[3] < 0), "Example 2 of paper C",
-                        kind="paper-number", threshold_source="the paper's Example 2 (Prop. 2's signs)"))
+                        kind="paper-number", **cite("C:ex2-classes"), metric="the scores x_u^T W_kq^(T) x_P of "
+                        "S, V, O, P", threshold_source="the paper's Example 2 with Prop. 2's signs", **thm3))
     table = Table("Example 2: unseen inputs after training on Example 1",
                   ("input", "expected (Thm 3)", "predicted", "probability", "token attended", "attention"), rows)
     return checks, table

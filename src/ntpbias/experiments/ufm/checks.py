@@ -18,6 +18,7 @@ from ...data.ntp import NTPData
 from ...results import Check, check_at_least, check_at_most
 from ...training.history import History
 from ...training.ufm import UFMReference
+from ..claims import cite
 from .config import UFMConfig
 from .runs import PathRun, half_times, order_statistics
 
@@ -65,8 +66,9 @@ def geometry_checks(name: str, data: NTPData, ref: UFMReference, other_gap: floa
                       "docs/ufm.md, U-2 (our derivation of the dual)", **_exact()),
         check_at_most(f"{name}: same-support columns of L^mm", "contexts with the same support set have the same "
                       "column of L^mm (convexity and symmetry)", same_support_spread(svm.L, ref.groups), EXACT,
-                      "docs/ufm.md, U-5 (our derivation)", kind="theorem", premise="none (holds for every pattern)",
-                      premise_met=True, threshold_source="solver tolerance (ours)"),
+                      "docs/ufm.md, U-5 (our derivation)", kind="theorem", **cite("docs:ufm-collapse"),
+                      metric="largest relative spread of L^mm's columns within a support set",
+                      premise="none (holds for every pattern)", threshold_source="solver tolerance (ours)"),
     ]
     if value_diff is not None:
         out.insert(1, check_at_most(f"{name}: SDP and first-order agree", "||L^mm||_* from Clarabel (cvxpy SDP) and "
@@ -77,7 +79,8 @@ def geometry_checks(name: str, data: NTPData, ref: UFMReference, other_gap: floa
                                  "factor is <= 0 off the supports (its polar factor is then a dual certificate)",
                                  svm_vs_centred_support(svm, data), EXACT, "docs/ufm.md, U-3 (our derivation)",
                                  kind="theorem", premise=f"polar factor of S̃ <= 0 off the supports (largest entry "
-                                 f"{s.polar_out_max:.3g})", premise_met=True,
+                                 f"{s.polar_out_max:.3g})", premise_met=s.svm_is_centred_support,
+                                 **cite("docs:ufm-support"), metric="||L^mm - S̃|| / ||S̃||",
                                  threshold_source="solver tolerance (ours)"))
     return out
 
@@ -95,11 +98,15 @@ def neural_collapse_check() -> Check:
     gram = H @ H.mT
     etf = torch.eye(V, dtype=gram.dtype) - 1.0 / V  # the simplex ETF's Gram (up to scale)
     err = max(svm_vs_centred_support(svm, data), float(torch.linalg.matrix_norm(gram - etf)))
+    counts = torch.bincount((data.P > 0).to(torch.int64).argmax(1), minlength=V)
+    balanced = bool(((data.P > 0).sum(1) == 1).all() and (counts == counts[0]).all())
     return check_at_most("one-hot balanced: simplex ETF", "with |S_j| = 1 and 3 contexts per token (V = 5), L^mm is "
                          "the centred one-hot matrix and the words' Gram is the simplex ETF I - 11^T/V (neural "
                          "collapse of the unconstrained-features model)", err, EXACT,
                          "unconstrained-features model of neural collapse (Mixon et al. 2020, ref. [59] of paper A)",
-                         kind="theorem", premise="one-hot, balanced supports", premise_met=True,
+                         kind="theorem", **cite("docs:ufm-etf"),
+                         metric="larger of ||L^mm - S̃||/||S̃|| and ||H H^T - (I - 11^T/V)|| (word Gram of the SVD)",
+                         premise="one-hot, balanced supports", premise_met=balanced,
                          threshold_source="solver tolerance (ours)")
 
 
@@ -141,8 +148,9 @@ def path_checks(name: str, run: PathRun, *, graded: bool = False, data_seed: int
     var = max(float(p.certificate["variational_gap"].abs().max()) for p in pts)
     bal = max(float(p.certificate["balance"].max()) for p in pts)
     out.append(check_at_most(f"{name}: variational identity", "(||W||² + ||H||²)/2 = ||W H^T||_* and W^T W = H^T H at "
-                             "every path point (largest of the two relative errors)", max(var, bal), EXACT,
+                             "every path point", max(var, bal), EXACT,
                              "variational form of the nuclear norm (docs/ufm.md, U-1)", **thm,
+                             **cite("docs:ufm-balance"), metric="largest of the two relative errors over the path",
                              threshold_source="round-off and solver tolerance (ours)"))
     spread = max(float((torch.linalg.matrix_norm(p.L - p.L[:1]) / torch.linalg.matrix_norm(p.L[:1])).max())
                  for p in pts)
@@ -155,20 +163,27 @@ def path_checks(name: str, run: PathRun, *, graded: bool = False, data_seed: int
     trend = {"threshold_source": "the predicted trend, over the whole λ grid", **thm}
     out.append(Check(f"{name}: finite part -> L*", "||P_F(L_λ) - L*|| / ||L*|| decreases at every step as λ -> 0 "
                      "(worst seed)", float(F[-1]), "decreasing", bool(np.all(np.diff(F) < 0)),
-                     f"{ZHAO}: regularization path of the NTP-UFM; docs/ufm.md, U-2", **trend))
+                     f"{ZHAO}: regularization path of the NTP-UFM; docs/ufm.md, U-2", **trend,
+                     **cite("docs:ufm-sparse-low-rank"), metric="||P_F(L_λ) - L*|| / ||L*|| over the λ grid: strictly "
+                     "decreasing (the value at the smallest λ shown)"))
     out.append(Check(f"{name}: growing part -> L^mm", "cos(P_⊥(L_λ), L^mm) increases at every step as λ -> 0 "
                      "(worst seed)", float(cos[-1]), "increasing", bool(np.all(np.diff(cos) > 0)),
-                     f"{ZHAO}: regularization path of the NTP-UFM; docs/ufm.md, U-2", **trend))
+                     f"{ZHAO}: regularization path of the NTP-UFM; docs/ufm.md, U-2", **trend,
+                     **cite("docs:ufm-sparse-low-rank"), metric="cos(P_⊥(L_λ), L^mm) over the λ grid: strictly "
+                     "increasing (the value at the smallest λ shown)"))
     gram = np.minimum(_by_point(run, "cos_word_gram"), _by_point(run, "cos_context_gram")).min(1)
     out.append(Check(f"{name}: Gram alignment", "cos(W W^T, (L^mm L^mm^T)^{1/2}) and cos(H H^T, (L^mm^T L^mm)^{1/2}) "
                      "increase at every step as λ -> 0 (smaller of the two, worst seed)", float(gram[-1]),
-                     "increasing", bool(np.all(np.diff(gram) > 0)), f"{ZHAO}; docs/ufm.md, U-4", **trend))
+                     "increasing", bool(np.all(np.diff(gram) > 0)), f"{ZHAO}; docs/ufm.md, U-4", **trend,
+                     **cite("docs:ufm-gram"), metric="the smaller Gram cosine over the λ grid: strictly increasing"))
     if collapse and not math.isnan(sub[-1]):
         half = len(sub) // 2  # the limit statement: eventually decreasing (at large λ the solutions have low rank)
         out.append(Check(f"{name}: subspace collapse", "within-set angle spread / between-set angle of the context "
                          "embeddings in the support-pattern subspace decreases at every step over the smaller half of "
                          f"the λ grid (λ <= {pts[half].lam:.2g})", float(sub[-1]), "decreasing",
                          bool(np.all(np.diff(sub[half:]) < 0)), f"{ZHAO}: subspace collapse; docs/ufm.md, U-5",
+                         **cite("docs:ufm-collapse"), metric="the collapse ratio over the smaller half of the λ grid: "
+                         "strictly decreasing",
                          **{**trend, "threshold_source": "the predicted trend, over the smaller half of the λ grid"}))
     if graded:
         out.extend(_path_levels(name, run, data_seed, thm))

@@ -13,6 +13,7 @@ from ...geometry.ufm.logits import finite_logits
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ..base import Group, RunContext, raise_if_failed, register_group, register_trainer
+from ..claims import cite
 from .checks import ZHAO, geometry_checks, neural_collapse_check, order_checks, path_checks, training_checks
 from .config import OVERLAP, PLANTED_ADAM, PLANTED_GD, PLANTED_NGD, SHAKESPEARE, UFMConfig, scaled
 from .runs import (
@@ -224,7 +225,9 @@ def _limit_is_svm(path: PathRun, ref) -> Check:
     return Check(f"path {path.name}: the limit follows L^mm", f"at λ = {path.points[-1].lam:.2g}, H H^T is closer in "
                  "direction to (L^mm^T L^mm)^{1/2} than to V Σ V^T of S̃ (cosines; S̃ does not solve the SVM here)",
                  f"{mm:.4f} vs {st:.4f}", "L^mm's larger", bool(mm > st), f"{ZHAO}; docs/ufm.md, U-3, U-4",
-                 kind="theorem", premise=f"S̃ is not optimal (largest polar entry off the supports "
+                 kind="theorem", **cite("docs:ufm-gram"), metric="cos of H H^T with (L^mm^T L^mm)^{1/2} and with "
+                 "V Σ V^T of S̃, at the smallest λ (worst seed)",
+                 premise=f"S̃ is not optimal (largest polar entry off the supports "
                  f"{ref.support.polar_out_max:.3g} > 0)", premise_met=not ref.support.svm_is_centred_support,
                  threshold_source="the prediction's direction (no level)")
 

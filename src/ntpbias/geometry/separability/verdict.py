@@ -296,7 +296,7 @@ def critical_dimension(data: NTPData, guess: int | None = None, *, step: int = 1
     With a guess within g of d* this takes about 2 log2(g) + 2 verdicts, all near d* (the cheap end for small
     thresholds), instead of log2(d) starting at d/2; without a guess it is the bisection on 0..d. d = 0 is not
     separable (all logits vanish); the full d is not assumed separable (it is, almost surely, for Gaussian H with
-    d >= m: Lemma 1 of paper A).
+    d > m: Lemma 1 of paper A assumes "d > m and full-rank H̄"; a square invertible H suffices as well).
 
     Parameters
     ----------

@@ -19,6 +19,7 @@ Token basis: with orthonormal E (d, |V|), A = E^T W_kq E has entry A[u, q] = x_u
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import maximum_flow
 
-from ...data.structure import NON_OPTIMAL, OPTIMAL, DatasetStructure
+from ...data.structure import NON_COMPARABLE, NON_OPTIMAL, OPTIMAL, DatasetStructure
 from ...errors import DataError
 from ..constraints import LogitGaps
 from ..margins.program import KKT_TOL, MarginProgram, SVMResult
@@ -105,6 +106,36 @@ def wkq_star(structure: DatasetStructure, E: torch.Tensor, *, solver: str = "aut
 def token_basis(W_kq: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     """A = E^T W_kq E, (|V|, |V|): A[u, q] = x_u^T W_kq x_q (key u, query q)."""
     return E.T @ W_kq @ E
+
+
+def theorem3_gap(A: torch.Tensor, structure: DatasetStructure) -> torch.Tensor:
+    """Theorem 3's gaps (Sec. 6 of paper C): min over queries q with non-comparable tokens of
+    min{(x_* - x_0)^T W x^q, (x_0 - x)^T W x^q} over x_* in O_q, x_0 in M_q, x in N_q.
+
+    A : (B, |V|, |V|) scores in the token basis (:func:`token_basis`, A[u, q]) -> (B,); NaN where no query has an
+    optimal, a non-comparable and a non-optimal token (the theorem then says nothing).
+
+    >>> from ntpbias.data.sentences import example1
+    >>> from ntpbias.data.structure import analyze_structure
+    >>> st = analyze_structure(example1())
+    >>> round(float(theorem3_gap(prop2_closed_form(st)[None], st)[0]), 4)  # query O: scores 2/3, 0, -1/3
+    0.3333
+    """
+    classes = structure.classes.to(A.device).T  # (token u, query q)
+    opt, nc, non = (classes == c for c in (OPTIMAL, NON_COMPARABLE, NON_OPTIMAL))
+    queries = torch.zeros(classes.shape[1], dtype=torch.bool, device=A.device)
+    queries[list(structure.queries)] = True
+    queries &= opt.any(0) & nc.any(0) & non.any(0)
+    if not bool(queries.any()):
+        return torch.full(A.shape[:1], math.nan, dtype=A.dtype, device=A.device)
+
+    def extreme(mask: torch.Tensor, largest: bool) -> torch.Tensor:  # (B, |V|) per query column
+        fill = -math.inf if largest else math.inf
+        masked = A.masked_fill(~mask[None], fill)
+        return masked.amax(1) if largest else masked.amin(1)
+
+    gap = torch.minimum(extreme(opt, False) - extreme(nc, True), extreme(nc, False) - extreme(non, True))
+    return gap[:, queries].amin(1)
 
 
 # ---------------------------------------------------------------------------------------------- Proposition 2

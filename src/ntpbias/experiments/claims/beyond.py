@@ -1,0 +1,49 @@
+r"""Statements we derive, or take from the literature beyond the three papers, quoted from the docs page that states
+them: key -> (where, quote); ``where`` starts with the page."""
+
+CLAIMS = {
+    "prop1-rate": (
+        "docs/paper-a-linear-ntp.md, theory check A-C8 (our derivation: the margin of W^mm is exactly 1)",
+        r"Prop. 1's rate: $\log(\mathrm{CE}(W^\star + \gamma W^{mm}) - \mathcal H)$ is linear in $\gamma$ with slope "
+        r"within 0.02 of $-1$ on $\gamma \in [5, 20]$"),
+    "nsd": (
+        "docs/optimizers.md (the known results, one-hot data: Gunasekar et al. 2018; Fan, Schmidt & Thrampoulidis "
+        "2025)",
+        r"normalized steepest descent with respect to a norm converges in direction to the max-margin solution *in "
+        r"that norm*"),
+    "sign-adam": (
+        "docs/optimizers.md (the known results, one-hot data: Fan, Schmidt & Thrampoulidis 2025; Zhang, Zou & Cao "
+        "2024)",
+        r"so sign descent and Adam find the entrywise max-norm margin"),
+    "spectral-muon": (
+        "docs/optimizers.md (the known results, one-hot data: Fan, Schmidt & Thrampoulidis 2025)",
+        r"spectral descent and Muon the spectral-norm margin"),
+    "fbound": (
+        "docs/optimizers.md, F-bound (our derivation)",
+        r"So whatever the optimizer, $P_F(W_k)\to W^*$ once CE $\to$ H, with an explicit bound"),
+    "ufm-sparse-low-rank": (
+        "docs/ufm.md, predicted geometry 1 (U-2; Zhao, Behnia, Vakilian, Thrampoulidis 2024)",
+        r"$P_{\mathcal F}(L_\lambda) \to L^\star$ and $P_\perp(L_\lambda)/\|P_\perp(L_\lambda)\| \to "
+        r"L^{mm}/\|L^{mm}\|$ (U-2)."),
+    "ufm-gram": (
+        "docs/ufm.md, predicted geometry 2 (U-4)",
+        r"$W_\lambda W_\lambda^\top \propto (L^{mm} L^{mm\top})^{1/2}$ and $H_\lambda H_\lambda^\top \propto "
+        r"(L^{mm\top} L^{mm})^{1/2}$ in direction (U-4)"),
+    "ufm-support": (
+        "docs/ufm.md, predicted geometry 3 (U-3, our derivation)",
+        r"When the polar factor of $\tilde S$ is $\le 0$ off the supports, $L^{mm} = \tilde S$, so the limit Grams "
+        r"are $U_S \Sigma_S U_S^\top$ and $V_S \Sigma_S V_S^\top$ (U-3)."),
+    "ufm-collapse": (
+        "docs/ufm.md, predicted geometry 4 (U-5, our derivation)",
+        r"Contexts with the same support set have the same column of $L^{mm}$, hence collapse to one direction in the "
+        r"limit (U-5)."),
+    "ufm-balance": (
+        "docs/ufm.md, U-1 (our derivation)",
+        r"At a stationary point, $G H = -\lambda W$ and $G^\top W = -\lambda H$, so $W^\top W = H^\top H$ (balance)"),
+    "ufm-etf": (
+        "docs/ufm.md, U-3 (the unconstrained-features model of neural collapse)",
+        r"For one-hot balanced supports it gives the simplex equiangular tight frame of neural collapse (checked)."),
+    "prop2-hall": (
+        "docs/paper-c-transformer.md, errata C-E1 (our corrected Prop. 2)",
+        r"the closed form's column q equals the solution of (3) exactly when a Hall-type condition holds for query q"),
+}

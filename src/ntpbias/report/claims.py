@@ -1,0 +1,180 @@
+"""``docs/claims.md``: every sentence of the papers a check grades, with the checks, what they measure, their setting
+and their verdicts at quick and paper scale.
+
+The sentences come from the code (:data:`ntpbias.experiments.claims.CLAIMS`); the verdicts from the check records of
+runs, kept in ``docs/results/checks-<scale>.json`` (``--collect`` writes them from run directories). Rendering needs no
+run, so a test regenerates the page and compares it with the committed one.
+
+Usage::
+
+    python -m ntpbias.report.claims --collect quick runs/all            # records of a reproduce run (any groups)
+    python -m ntpbias.report.claims --collect paper runs/linear runs/tf  # one-group runs too
+    python -m ntpbias.report.claims                                      # write docs/claims.md
+    python -m ntpbias.report.claims --check                              # exit 1 if docs/claims.md is stale
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from ..experiments.claims import CLAIMS, PAPERS
+from ..results import QUOTED_KINDS
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "docs"
+SCALES = ("quick", "paper")
+#: the fields of a check record kept in docs/results/checks-<scale>.json
+FIELDS = ("group", "name", "kind", "verdict", "measured", "threshold", "metric", "quote", "where", "premise",
+          "premise_met")
+
+
+def collect(run_dirs: list[str | Path]) -> list[dict]:
+    """The check records of run directories (a combined ``reproduce`` summary or a one-group run)."""
+    records = []
+    for run in run_dirs:
+        summary = json.loads((Path(run) / "summary.json").read_text(encoding="utf-8"))
+        sections = summary.get("sections", [])
+        group = sections[0]["id"] if len(sections) == 1 else None
+        for c in summary.get("checks", []):
+            records.append({k: (c.get("section") or group) if k == "group" else c.get(k, "") for k in FIELDS})
+    return records
+
+
+def records_path(scale: str, docs: Path = DOCS) -> Path:
+    return docs / "results" / f"checks-{scale}.json"
+
+
+def load_records(scale: str, docs: Path = DOCS) -> dict:
+    path = records_path(scale, docs)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}, "checks": []}
+
+
+def update_records(scale: str, run_dirs: list[str | Path], docs: Path = DOCS) -> Path:
+    """Replace the records of the groups ``run_dirs`` hold in ``docs/results/checks-<scale>.json``."""
+    new = collect(run_dirs)
+    groups = {r["group"] for r in new}
+    old = load_records(scale, docs)
+    commands = {}
+    for run in run_dirs:
+        summary = json.loads((Path(run) / "summary.json").read_text(encoding="utf-8"))
+        for g in {r["group"] for r in collect([run])}:
+            commands[g] = _command(summary.get("command", ""))
+    data = {"runs": {**{g: c for g, c in old["runs"].items() if g not in groups}, **commands},
+            "checks": [r for r in old["checks"] if r["group"] not in groups] + new}
+    path = records_path(scale, docs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def _command(command: str) -> str:
+    """A recorded command without its output path (where a run was written is no part of its result)."""
+    return re.sub(r"--out \S+", "--out DIR", command)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+    else:
+        text = " ".join(str(value).split())
+    return text.replace("|", "\\|")
+
+
+def _verdict(record: dict | None) -> str:
+    if record is None:
+        return "not run"
+    return f"**{record['verdict']}** ({_cell(record['measured'])})"
+
+
+def render(docs: Path = DOCS) -> str:
+    """The text of docs/claims.md from :data:`CLAIMS` and the committed check records."""
+    records = {scale: load_records(scale, docs) for scale in SCALES}
+    by_key: dict[tuple[str, str], dict[str, dict]] = {}
+    for scale, data in records.items():
+        for r in data["checks"]:
+            by_key.setdefault((r["group"], r["name"]), {})[scale] = r
+    by_quote: dict[str, list[tuple[str, str]]] = {}
+    unquoted = []
+    for key, scales in by_key.items():
+        r = next(iter(scales.values()))
+        if r.get("quote"):
+            by_quote.setdefault(" ".join(r["quote"].split()), []).append(key)
+        elif r["kind"] in QUOTED_KINDS:
+            unquoted.append(key)
+    known = {" ".join(c.quote.split()) for c in CLAIMS.values()}
+    stale = sorted(q for q in by_quote if q not in known)
+    if stale:
+        raise ValueError(f"{len(stale)} recorded quote(s) are no claim of the code (rerun the runs and --collect): "
+                         f"{stale[0][:80]}")
+    lines = [
+        "# Claims: the papers' sentences and the checks that grade them",
+        "",
+        "<!-- generated by `python -m ntpbias.report.claims` from the code's claims and docs/results/checks-*.json; "
+        "do not edit -->",
+        "",
+        "Every `theorem`, `paper-number` and `erratum` check of ntpbias grades one sentence of a paper, quoted "
+        "verbatim (search it in the paper's text; formulas as the text extraction gives them), or, for a statement "
+        "we derive or take from the literature beyond the three papers, the sentence of the docs page that states "
+        "it. Below, per sentence: where it stands, the checks that grade it, what each measures, its setting (the "
+        "premises and whether this run met them), and its verdict with the measured value at quick scale and at "
+        "paper scale. Kinds and verdicts: [checks.md](checks.md); a premise not met turns pass/fail into "
+        "consistent/inconsistent; `by-construction` and `erratum` checks are never counted as matches.",
+        "",
+        "Runs: " + "; ".join(f"{scale} scale: " + (", ".join(f"`{c}`" for c in sorted({_command(c) for c in
+                                                                                       data["runs"].values()}))
+                                                   or "none recorded") for scale, data in records.items()) + ".",
+        "",
+    ]
+    sections = [("A", f"Paper A: {PAPERS['A']}"), ("B", f"Paper B: {PAPERS['B']}"), ("C", f"Paper C: {PAPERS['C']}"),
+                ("docs", "Statements beyond the papers (our derivations and the literature, quoted from the docs)")]
+    for prefix, title in sections:
+        lines += [f"## {title}", ""]
+        for key, claim in CLAIMS.items():
+            if not key.startswith(prefix + ":"):
+                continue
+            checks = by_quote.get(" ".join(claim.quote.split()), [])
+            lines += [f"### {claim.where}", "", f"> {claim.quote}", ""]
+            if not checks:
+                lines += ["No check of a recorded run grades it.", ""]
+                continue
+            lines += ["| check | kind | measured | setting | quick | paper |", "|---|---|---|---|---|---|"]
+            for group, name in checks:
+                scales = by_key[(group, name)]
+                r = scales.get("paper") or scales["quick"]
+                met = {True: "met", False: "not met", None: "n/a"}[r.get("premise_met")]
+                setting = f"{r['premise']} ({met})" if r.get("premise") else "—"
+                lines.append(f"| {_cell(group)}: {_cell(name)} | {r['kind']} | {_cell(r['metric'])} | "
+                             f"{_cell(setting)} | {_verdict(scales.get('quick'))} | {_verdict(scales.get('paper'))} |")
+            lines.append("")
+    if unquoted:
+        counts = {g: sum(1 for x, _ in unquoted if x == g) for g in sorted({g for g, _ in unquoted})}
+        lines += ["## Checks still without a quoted sentence", "",
+                  "; ".join(f"{g}: {n} checks" for g, n in counts.items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--collect"]:
+        if len(argv) < 3 or argv[1] not in SCALES:
+            print("usage: python -m ntpbias.report.claims --collect quick|paper RUN_DIR [RUN_DIR ...]")
+            return 2
+        print(update_records(argv[1], argv[2:]))
+        return 0
+    text = render()
+    path = DOCS / "claims.md"
+    if argv[:1] == ["--check"]:
+        current = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if current != text:
+            print(f"{path} is stale: run python -m ntpbias.report.claims")
+            return 1
+        return 0
+    path.write_text(text, encoding="utf-8")
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
