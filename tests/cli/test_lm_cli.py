@@ -102,7 +102,7 @@ def test_overwrite_replaces_another_run(planted_run, cli, assert_user_error, tmp
     assert (out / "analysis.json").is_file() and not (out / "summary.json").exists()
     assert not (out / "geometry.npz").exists() and not (out / ".ntpbias.lock").exists()
     code, _, err = cli("lm", "train", "--preset", "lm-planted", *TINY, "--quiet", "--out", out)
-    assert_user_error(code, err, "already holds an earlier run (analysis.json")
+    assert_user_error(code, err, "already holds an earlier run (report.html, analysis.json)")
     code, _, err = cli("lm", "train", "--preset", "lm-planted", *TINY, "--quiet", "--out", out, "--overwrite")
     assert code == 0, err
     assert not (out / "analysis.json").exists() and not (out / "ntp_data.npz").exists()
