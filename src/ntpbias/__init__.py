@@ -8,6 +8,8 @@ The Python API (``import ntpbias as nb``; see the README's "Python API" section)
 * theory: :func:`analyze` (H, F, W*, the separability and compatibility verdicts, W^mm, certificates);
 * the log-bilinear model with trained context embeddings (docs/ufm.md): :func:`planted_supports`, :func:`nuclear_svm`
   (the certified nuclear-norm NTP-SVM in logit space), :func:`support_svd`, :func:`ufm_regularization_path`;
+* a language model read on its own features (docs/lm.md): :func:`model_geometry` (paper A's and the log-bilinear
+  model's quantities of one model state), :func:`logit_reference` (what every checkpoint is compared with);
 * training: :func:`train` (a preset, config file or config object into a run directory), :func:`reproduce`
   (figure groups), :func:`load_run` (a saved run: config, per-metric histories as arrays, checks), :data:`PRESETS`.
 
@@ -36,6 +38,8 @@ _API = {
     # the log-bilinear (unconstrained-features) model, docs/ufm.md
     "planted_supports": "ntpbias.data.planted", "nuclear_svm": "ntpbias.geometry.ufm.logit_svm",
     "support_svd": "ntpbias.geometry.ufm.logits", "ufm_regularization_path": "ntpbias.training.ufm_path",
+    # a language model read on its own features, docs/lm.md
+    "model_geometry": "ntpbias.geometry.lm", "logit_reference": "ntpbias.geometry.lm",
 }
 
 __all__ = ["__version__", *_API]

@@ -77,9 +77,9 @@ def _bad_values(typ, f) -> list[str]:
     return [v for v in out if v != "" or scalar is str]
 
 
-def _bad_settings():
+def _bad_settings(presets=None):
     cases = []
-    for preset in PRESET_OF.values():
+    for preset in PRESET_OF.values() if presets is None else presets:
         cls = type(PRESETS[preset].make("smoke"))
         for key, typ, f in _leaves(cls):
             cases += [(preset, key, v) for v in _bad_values(typ, f)]
@@ -330,10 +330,25 @@ def test_analyze_refuses_embeddings_beyond_the_budget(tmp_path, cli, d, m):
                    "--max-memory", "50M", "--out", tmp_path / "run", contains="would take about")
 
 
+LM_BAD_SETTINGS = _bad_settings(("lm-planted",))
+
+
+@CONTRACT
+@given(case=st.sampled_from(LM_BAD_SETTINGS), junk=st.binary(min_size=1, max_size=40))
+def test_lm_train_keeps_the_contract(tmp_path, cli, case, junk):
+    """``lm train`` refuses every generated bad setting of its preset, and a text that is not UTF-8."""
+    preset, key, value = case
+    check_contract(tmp_path, cli, "lm", "train", "--preset", preset, "--scale", "smoke", "--set", f"{key}={value}",
+                   "--out", tmp_path / "run", "--quiet", contains=key.rsplit(".", 1)[-1])
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"# \xff\xfe\x80 " + junk)
+    check_contract(tmp_path, cli, "lm", "train", path, "--out", tmp_path / "run", "--quiet")
+
+
 def test_the_contract_covers_every_command():
     from ntpbias.cli import cli as group
 
-    tested = {"train", "analyze", "sweep", "reproduce", "corpus", "structure", "predict"}
+    tested = {"train", "analyze", "sweep", "reproduce", "corpus", "structure", "predict", "lm"}
     assert tested | {"list", "settings"} == set(group.commands)
 
 

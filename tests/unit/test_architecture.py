@@ -35,6 +35,7 @@ GEOMETRY_LAYERS = [
     ("paper A's objects, the max-margin programs", {"linear", "margins"}),
     ("separability, each paper's objects", {"separability", "attention", "transformer", "ufm"}),
     ("everything for one dataset", {"analysis"}),
+    ("a model read on its own features", {"lm"}),
 ]
 GEOMETRY_LAYER_OF = {name: i for i, (_, names) in enumerate(GEOMETRY_LAYERS) for name in names}
 

@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (each registers its command)
     analyze,
     corpus,
     listing,
+    lm,
     predict,
     reproduce,
     settings,

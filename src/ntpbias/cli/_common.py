@@ -78,6 +78,20 @@ def overwrite_option(command):
                              "that holds another run is refused.")(command)
 
 
+def run_dir_options(command):
+    """The options of a command that trains into a run directory (``train``, ``lm train``): ``--out``, ``--resume``,
+    ``--overwrite``, ``--json`` (summary.json to stdout), ``--quiet`` and ``--max-memory``."""
+    options = [click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory."),
+               click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out."),
+               overwrite_option,
+               click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout."),
+               click.option("--quiet", is_flag=True, help="No progress display."),
+               max_memory_option]
+    for option in reversed(options):  # the help lists them in this order
+        command = option(command)
+    return command
+
+
 def check_output_file(path: str | Path, what: str) -> Path:
     """An output file's path checked before any work: not a directory, in a folder that can be created/written."""
     from ..io import check_output_dir

@@ -8,7 +8,7 @@ import click
 
 from ..errors import ConfigError
 from ..experiments.base import SCALES
-from ._common import _console, cli, command_line, max_memory_option, overwrite_option, print_checks
+from ._common import _console, cli, command_line, print_checks, run_dir_options
 
 
 @cli.command()
@@ -19,12 +19,7 @@ from ._common import _console, cli, command_line, max_memory_option, overwrite_o
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set optimizer.lr=0.1 (repeatable; every key, its type and "
                    "range: `ntpbias settings`).")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
-@overwrite_option
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
-@click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@run_dir_options
 def train(config, preset, scale, overrides, out, resume, overwrite, as_json, quiet):
     """Train one model; writes config.toml, metrics.csv, summary.json, figures/, report.html, checkpoints/.
 

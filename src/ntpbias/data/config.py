@@ -19,6 +19,10 @@ WORDPIECE_NAMES = ("bert-base-uncased", "wordpiece")
 BUILTIN_CORPORA = ("shakespeare",)
 #: Names of the built-in sentence datasets of paper C (:data:`ntpbias.data.sentences.BUILTIN`).
 BUILTIN_SENTENCES = ("example1", "prop2-counterexample")
+#: The tokenizers of :class:`ntpbias.data.lm_text.TextTokenizer`.
+TOKENIZERS = ("word", "char", "wordpiece")
+#: The built-in texts of :func:`ntpbias.data.lm_text.text_lines` (one sequence per line).
+TEXTS = ("shakespeare", "imdb")
 
 
 def power_level_sizes(K: int = 8, *, offset: int = 4, exponent_shift: int = 0) -> tuple[int, ...]:

@@ -164,25 +164,51 @@ def tokenize_corpus(source: str | Sequence[str], config: CorpusConfig = CorpusCo
     if config.segment == "line":
         texts = [line for text in texts for line in text.splitlines() if line.strip()]  # per line, not token
     tt = tokenize_texts(texts, config.preprocess_config())
-    ids, lengths, vocab = tt.ids, tt.lengths, np.asarray(tt.vocab.tolist(), dtype=str)
-    if config.max_tokens and ids.size > config.max_tokens:
+    ids, lengths, vocab = limit_tokens(tt.ids, tt.lengths, np.asarray(tt.vocab.tolist(), dtype=str),
+                                       max_tokens=config.max_tokens, max_vocab=config.max_vocab, source=source)
+    return Corpus(ids, lengths, vocab, str(source), len(names))
+
+
+def first_tokens(ids: np.ndarray, lengths: np.ndarray, max_tokens: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``max_tokens`` tokens (0 = all) of segments ``lengths``, the segments left empty dropped.
+
+    >>> [a.tolist() for a in first_tokens(np.arange(5), np.array([2, 2, 1]), 3)]
+    [[0, 1, 2], [2, 1]]
+    """
+    if max_tokens and ids.size > max_tokens:
         ends = np.cumsum(lengths)
-        lengths = np.clip(config.max_tokens - (ends - lengths), 0, lengths)
-        ids = ids[: config.max_tokens]
-    lengths = lengths[lengths > 0]
+        lengths = np.clip(max_tokens - (ends - lengths), 0, lengths)
+        ids = ids[:max_tokens]
+    return ids, lengths[lengths > 0]
+
+
+def limit_tokens(ids: np.ndarray, lengths: np.ndarray, vocab: np.ndarray, *, max_tokens: int = 0, max_vocab: int = 0,
+                 source: str = "corpus") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokenized segments cut to their first ``max_tokens`` tokens (0 = all), empty segments dropped, and the
+    vocabulary reduced to the tokens that occur, capped at ``max_vocab`` (0 = no cap): the ``max_vocab - 1`` most
+    frequent tokens (ties by vocabulary order) keep their order and every other token becomes :data:`UNK`, the last id.
+
+    Returns (ids (N,), lengths (L,), vocab (V,)).
+
+    >>> ids, lengths, vocab = limit_tokens(np.array([0, 1, 1, 2, 1]), np.array([3, 2]), np.array(["a", "b", "c"]),
+    ...                                    max_vocab=2)
+    >>> ids.tolist(), lengths.tolist(), vocab.tolist()
+    ([1, 0, 0, 1, 0], [3, 2], ['b', '<unk>'])
+    """
+    ids, lengths = first_tokens(ids, lengths, max_tokens)
     if ids.size == 0:
         raise DataError(f"{source}: the corpus holds no token after tokenization")
     counts = np.bincount(ids, minlength=len(vocab))
     present = counts > 0  # max_tokens can leave tokens unused
-    if config.max_vocab and present.sum() > config.max_vocab:
+    if max_vocab and present.sum() > max_vocab:
         keep = np.zeros(len(vocab), dtype=bool)
-        keep[np.argsort(-counts, kind="stable")[: config.max_vocab - 1]] = True
+        keep[np.argsort(-counts, kind="stable")[: max_vocab - 1]] = True
         new_id = np.where(keep, np.cumsum(keep) - 1, keep.sum())  # dropped tokens -> <unk>, the last id
         ids, vocab = new_id[ids], np.append(vocab[keep], UNK)
     elif not present.all():
         new_id = np.cumsum(present) - 1
         ids, vocab = new_id[ids], vocab[present]
-    return Corpus(ids.astype(np.int64), lengths.astype(np.int64), vocab, str(source), len(names))
+    return ids.astype(np.int64), lengths.astype(np.int64), vocab
 
 
 def corpus_samples(corpus: Corpus, config: CorpusConfig = CorpusConfig(), *,

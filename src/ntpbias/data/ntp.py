@@ -331,8 +331,9 @@ class NTPData:
             source=str(path),
         )
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the ``.npz`` format above, atomically (temporary name, then rename)."""
+    def save(self, path: str | os.PathLike, **extra) -> None:
+        """Write the ``.npz`` format above, atomically (temporary name, then rename); ``extra`` arrays are stored
+        beside (e.g. a model's unembedding ``W``; readers ignore what they do not know)."""
         arrays = {"H": to_numpy(self.H), "P": to_numpy(self.P), "pi": to_numpy(self.pi)}
         if self.vocab is not None:
             arrays["vocab"] = np.array(self.vocab, dtype=str)
@@ -342,7 +343,7 @@ class NTPData:
             arrays["context_lengths"] = to_numpy(self.context_lengths)
         if self.n_samples is not None:
             arrays["n_samples"] = np.array(self.n_samples)
-        write_npz(path, **arrays)
+        write_npz(path, **arrays, **{k: to_numpy(v) for k, v in extra.items()})
 
 
 def as_ntp_data(data, where: str) -> NTPData:

@@ -111,3 +111,40 @@ def planted_supports(V: int = 16, sizes: Sequence[int] = (2, 3, 4, 6), contexts:
     return NTPData.from_arrays(torch.eye(m, dtype=dtype), torch.as_tensor(P, dtype=dtype), pis, dtype=dtype,
                                vocab=[f"t{v}" for v in range(V)], contexts=names, source="planted_supports")
 
+
+def planted_markov_lines(V: int = 16, sizes: Sequence[int] = (2, 3, 5, 6), contexts: Sequence[int] | int = 4, *,
+                         lines: int = 2000, length: int = 16, seed: int = 0, dirichlet: float = 2.0
+                         ) -> tuple[list[str], NTPData]:
+    """Lines of a Markov chain over V tokens whose next-token supports are planted (docs/lm.md#the-planted-control).
+
+    The transition row of token j is the next-token distribution of context j of :func:`planted_supports` (``V``,
+    ``sizes``, ``contexts``, disjoint sets): tokens share K support sets, so after a token of group k the next token
+    always lies in set k. Every line starts at a uniformly random token and has ``length`` tokens, named ``t0 ..
+    t{V-1}``; everything is drawn from ``seed``.
+
+    Returns (the lines, one string of space-separated tokens each; the transition data, whose ``P`` (V, V) is the
+    transition matrix and whose supports are the planted ones).
+
+    Examples
+    --------
+    >>> text, chain = planted_markov_lines(V=6, sizes=(2, 4), contexts=3, lines=3, length=5, seed=0)
+    >>> len(text), len(text[0].split()), chain.P.shape
+    (3, 5, torch.Size([6, 6]))
+    """
+    where = "planted_markov_lines"
+    lines = argument(where, "lines", lines, int, ge=1)
+    length = argument(where, "length", length, int, ge=2)
+    chain = planted_supports(V, sizes, contexts, seed=seed, dirichlet=dirichlet)
+    if chain.m != V:
+        raise DataError(f"{where}: a Markov chain needs one context per token: the contexts per set sum to "
+                        f"{chain.m}, not V = {V}")
+    rng = np.random.default_rng([seed, 1])  # a stream of its own, beside the one that drew the chain
+    cdf = np.cumsum(chain.P.double().numpy(), axis=1)
+    cdf[:, -1] = 1.0
+    tokens = np.empty((lines, length), dtype=np.int64)
+    tokens[:, 0] = rng.integers(V, size=lines)
+    for t in range(1, length):  # loop over positions, vectorized over lines
+        u = rng.random(lines)
+        tokens[:, t] = (u[:, None] >= cdf[tokens[:, t - 1]]).sum(1)
+    names = np.array([f"t{v}" for v in range(V)])
+    return [" ".join(row) for row in names[tokens].tolist()], chain

@@ -67,6 +67,7 @@ class ContextSamples:
     context_lengths : (m,) int array.
     context_ids, next_tokens : (n,) int arrays, one entry per (context, next token) sample.
     skipped_lines : number of lines too short to yield any sample.
+    context_tokens : (m, K) int array of each context's token ids (K-gram samples only; None otherwise).
     """
 
     vocab: np.ndarray
@@ -75,6 +76,7 @@ class ContextSamples:
     context_ids: np.ndarray
     next_tokens: np.ndarray
     skipped_lines: int
+    context_tokens: np.ndarray | None = None
 
     def to_data(self, embedding: EmbeddingSpec | str = "onehot", *, dtype: torch.dtype = DEFAULT_DTYPE,
                 autoregressive: bool = False) -> NTPData:
@@ -106,9 +108,36 @@ def _flatten(seqs: list[list[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def kgram_samples(seqs: list[list[str]], K: int, *, source: str = "sequences") -> ContextSamples:
     """Every window of K tokens inside a line is a context; the next token is its label."""
+    ids, vocab, lengths = _flatten(seqs)
+    return kgram_id_samples(ids, lengths, vocab, K, source=source)
+
+
+def kgram_id_samples(ids: np.ndarray, lengths: np.ndarray, vocab: np.ndarray, K: int, *,
+                     source: str = "sequences") -> ContextSamples:
+    """:func:`kgram_samples` for already tokenized lines: every window of K tokens inside a line is a context.
+
+    Parameters
+    ----------
+    ids : int array (N,)
+        Token ids in ``0..V-1`` of all lines, concatenated.
+    lengths : int array (L,)
+        Tokens per line (they sum to N).
+    vocab : str array (V,)
+        Token strings (ids index into it; tokens that never occur stay in the vocabulary).
+
+    The contexts are the distinct windows, sorted by their token ids; ``context_tokens`` holds them (m, K).
+
+    Examples
+    --------
+    >>> s = kgram_id_samples(np.array([0, 1, 0, 1, 2]), np.array([3, 2]), np.array(["a", "b", "c"]), 1)
+    >>> s.contexts.tolist(), s.context_ids.tolist(), s.next_tokens.tolist(), s.context_tokens.tolist()
+    (['a', 'b'], [0, 1, 1], [1, 0, 2], [[0], [1]])
+    """
     if K < 1:
         raise DataError(f"{source}: --context-length must be >= 1, got {K}")
-    ids, vocab, lengths = _flatten(seqs)
+    ids = np.asarray(ids, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    vocab = np.asarray(vocab, dtype=str)
     starts_of_line = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     line_of = np.repeat(np.arange(len(lengths)), lengths)
     pos = np.arange(ids.size) - starts_of_line[line_of]
@@ -130,7 +159,8 @@ def kgram_samples(seqs: list[list[str]], K: int, *, source: str = "sequences") -
     for k in range(1, K):  # loop over the K context positions, vectorized over contexts
         contexts = np.char.add(np.char.add(contexts, " "), vocab[ctx[:, k]])
     skipped = int((lengths <= K).sum())
-    return ContextSamples(vocab, contexts, np.full(len(ctx), K), ctx_ids.reshape(-1), windows[:, K], skipped)
+    return ContextSamples(vocab, contexts, np.full(len(ctx), K), ctx_ids.reshape(-1), windows[:, K], skipped,
+                          context_tokens=ctx)
 
 
 def autoregressive_samples(seqs: list[list[str]], *, max_context: int | None = None,

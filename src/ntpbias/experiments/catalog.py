@@ -136,6 +136,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                 "docs/separability.md"),
     _experiment("optimizers", "optimizers", "NormsConfig", "runs:train_norms", "optimizers", "docs/optimizers.md"),
     _experiment("ufm", "ufm", "UFMConfig", "group:train_ufm", "ufm", "docs/ufm.md"),
+    _experiment("lm", "lm", "LMConfig", "runs:train_lm", "lm", "docs/lm.md"),
     _experiment("attention", "attention", "AttentionConfig", "group:train_attention", "attention",
                 "docs/paper-b-attention.md"),
     _experiment("attention-stage2", "attention", "StageTwoConfig", "group:train_stage2", "attention",
@@ -180,6 +181,11 @@ GROUPS: dict[str, Group] = {g.id: g for g in (
         "ufm-support": "the centred support matrix against the nuclear-norm SVM (planted, overlapping, Shakespeare)",
         "ufm-shakespeare": "Shakespeare's short contexts: decomposition, Gram alignment and collapse along the λ path",
     }),
+    Group("lm", "Beyond paper A: a transformer language model's NTP geometry", f"{_PKG}.lm.group:run_group", {
+        "lm-planted": "planted chain: the model's geometry against training steps, its spectra and its collapse",
+        "lm-frozen": "planted chain: GD on the unembedding alone over the model's final features (paper A's setting)",
+        "lm-shakespeare": "Shakespeare: the same measurements on real text (findings)",
+    }, presets=("lm-planted", "lm-shakespeare")),
     Group("attention", "Paper B: attention with trained embeddings (synthetic data and theory)",
           f"{_PKG}.attention.group:run_group", {
               "attention-fig2": "Fig. 2: one-layer model (AdamW, all parameters) on K-level data: <E_s, p>, <E_s, v> "
@@ -251,6 +257,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                "OVERLAP"),
               ("ufm-shakespeare-adam", "log-bilinear model, Adam (η=0.01, λ=3e-3) on Shakespeare's short contexts "
                                        "(T=2, V=20, 20,000 tokens)", "SHAKESPEARE")),
+    *_presets("lm", "scaled",
+              ("lm-shakespeare", "GPT-style decoder (2 blocks, d=128, 4 heads, context 16) on Shakespeare's words "
+                                 "(64-token vocabulary with <unk>), Adam η=3e-3, 4000 steps of 64 windows",
+               "SHAKESPEARE"),
+              ("lm-planted", "the same decoder (d=32, 2 heads, context 8) on a 16-token Markov chain with 4 planted "
+                             "support sets, 3000 steps of 32 windows", "PLANTED_CHAIN")),
     *_presets("attention", "fig2_scaled",
               ("attention-fig2", "Fig. 2 of paper B: one-layer model, AdamW on K-level data (|S|=2048, K=8, T=256); "
                                  "paper: d=2048, lr 1e-4, 196 epochs (quick: d=256, lr 1e-3, 10 epochs)", "FIG2")),

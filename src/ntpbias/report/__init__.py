@@ -3,7 +3,7 @@
 Importing this package registers every paper's drawing functions in :data:`.plots.PLOTS`.
 """
 
-from . import attention, linear, optimizers, separability, structure, transformer, ufm  # noqa: F401
+from . import attention, linear, lm, optimizers, separability, structure, transformer, ufm  # noqa: F401
 from .html import render
 from .plots import PLOTS, draw, plot
 

@@ -57,7 +57,8 @@ RUN_DIRS = ("figures", "checkpoints", "data")
 
 #: every file and folder an ntpbias command writes into an output directory (a run, a reproduction, an analysis, a
 #: sweep, corpus statistics; a reproduction of several groups adds one folder per group): what ``--overwrite`` removes
-OUTPUT_FILES = (*RUN_FILES, "analysis.json", "sweep.toml", "results.csv", "corpus.json", "support_sizes.csv")
+OUTPUT_FILES = (*RUN_FILES, "analysis.json", "sweep.toml", "results.csv", "corpus.json", "support_sizes.csv",
+                "tokenizer.json", "ntp_data.npz", "lm_geometry.npz")
 OUTPUT_DIRS = (*RUN_DIRS, "cells")
 #: the names that show an earlier output (generic names such as ``figures/`` or ``data/`` alone do not)
 MARKERS = ("summary.json", "config.toml", "metrics.csv", "report.html", "geometry.npz", "analysis.json", "sweep.toml",

@@ -76,6 +76,8 @@ class Trainer:
 
     ``checkpoint_dir``: where ``last.pt`` goes (None: no checkpoints, no resume).
     ``on_log``: optional callback ``(step, metrics_dict_of_(B,)_tensors)`` after each logged step.
+    ``on_snapshot``: optional callback ``(step, params)`` at each logged step (e.g. to keep the parameters of every
+    logged step: the language model's checkpoints at log-spaced steps, docs/lm.md#training).
     ``nonfinite_check_every``: steps between host checks for a non-finite loss (default: 1 on the CPU,
     :data:`NONFINITE_CHECK_EVERY` on a GPU); the reported step is exact either way.
     """
@@ -83,7 +85,8 @@ class Trainer:
     def __init__(self, problem: Problem, optimizer: Optimizer, config: TrainConfig, *, seeds: list[int],
                  checkpoint_dir: str | Path | None = None, progress: bool = False,
                  on_log: Callable[[int, dict], None] | None = None, description: str = "training",
-                 nonfinite_check_every: int | None = None):
+                 nonfinite_check_every: int | None = None,
+                 on_snapshot: Callable[[int, dict[str, torch.Tensor]], None] | None = None):
         self.problem = problem
         self.optimizer = optimizer
         self.config = config
@@ -91,6 +94,7 @@ class Trainer:
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.progress = progress
         self.on_log = on_log
+        self.on_snapshot = on_snapshot
         self.description = description
         self.nonfinite_check_every = nonfinite_check_every
 
@@ -190,7 +194,7 @@ class Trainer:
             while step < cfg.steps:
                 if due:
                     loss, grads, metrics = self.problem.loss_grad_metrics(params, step, generators)
-                    self._record(step, metrics, log)
+                    self._record(step, params, metrics, log)
                     due = False
                 else:
                     loss, grads = self.problem.loss_and_grad(params, step, generators)
@@ -249,15 +253,18 @@ class Trainer:
     def _log(self, step: int, params, log: list) -> None:
         with torch.no_grad():
             metrics = self.problem.metrics(params)
-        self._record(step, metrics, log)
+        self._record(step, params, metrics, log)
 
-    def _record(self, step: int, metrics: dict[str, torch.Tensor], log: list) -> None:
-        """Keep ``metrics`` (each (B,)) as one (metrics, B) float64 tensor on their device (no host transfer)."""
+    def _record(self, step: int, params, metrics: dict[str, torch.Tensor], log: list) -> None:
+        """Keep ``metrics`` (each (B,)) of ``params`` at ``step`` as one (metrics, B) float64 tensor on their device
+        (no host transfer); the callbacks see them (and ``on_snapshot`` the parameters)."""
         values = torch.stack([v.detach() if v.dtype == torch.float64 else v.detach().double()
                               for v in metrics.values()]) if metrics else torch.zeros(0, dtype=torch.float64)
         log.append((step, tuple(metrics), values))
         if self.on_log is not None:
             self.on_log(step, metrics)
+        if self.on_snapshot is not None:
+            self.on_snapshot(step, params)
 
 
 def _log_columns(log: list) -> dict:

@@ -1,0 +1,126 @@
+"""Figures of the language model's NTP geometry (docs/lm.md), drawn from saved rows and arrays only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..results import series
+from .figures import band, new_figure
+from .plots import plot
+
+#: singular values below this fraction of the largest are zero (round-off) and not drawn
+SPECTRUM_FLOOR = 1e-9
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+@plot("lm.training")
+def training_figure(rows: list[dict], run: str):
+    """The training loss against the step (log-log), one band over seeds."""
+    fig, axes = new_figure(1, 1, width=3.6, height=2.6)
+    ax = axes[0, 0]
+    steps, loss = series(rows, run, "loss")
+    keep = steps >= 1
+    band(ax, steps[keep], loss[keep], label="training windows")
+    ax.set(xscale="log", xlabel="step", ylabel="cross-entropy (nats)", title="training loss")
+    return fig
+
+
+def _curve(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of a quantity over checkpoints, undefined values (None) as NaN, step 0 at 0.5 (log axis)."""
+    steps = np.array([max(r["step"], 0.5) for r in rows], dtype=float)
+    vals = np.array([np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=float)
+    return steps, vals
+
+
+@plot("lm.curves")
+def curves_figure(rows: list[dict]):
+    """Six panels against the training step (docs/lm.md#what-is-measured): CE - H, the finite part, the growing part's
+    alignments, the margin, the Gram alignments and the collapse angles; undefined values are left out."""
+    fig, axes = new_figure(2, 3, width=3.1, height=2.5)
+    panels = (
+        ("CE - H (nats)", True, (("loss_gap", "CE - H"),)),
+        ("finite part", True, (("finite_rel_error", "||P_F(L_c) - L*|| / ||L*||"),
+                               ("F_error_rel", "||P_F(W) - W*|| / ||W*||"))),
+        ("growing part: cosine", False, (("cos_perp_mm", "cos(P_⊥ W_c, W^mm)"), ("logit_cos_perp_mm",
+                                                                                "cos(P_⊥ L_c, L^mm)"),
+                                         ("logit_cos_perp_S", "cos(P_⊥ L_c, S̃)"))),
+        ("margin (symlog)", False, (("margin_ratio", "margin x ||W^mm||"), ("separated_fraction",
+                                                                             "separated contexts"))),
+        ("Gram cosine", False, (("cos_word_gram", "words vs L^mm"), ("cos_context_gram", "contexts vs L^mm"),
+                                ("cos_word_gram_S", "words vs S̃"), ("cos_context_gram_S", "contexts vs S̃"))),
+        ("angle (°)", False, (("within_angle", "within set"), ("sub_within_angle", "within set (subspace)"),
+                              ("between_angle", "between sets"))),
+    )
+    for ax, (ylabel, logy, lines) in zip(axes.flat, panels, strict=True):
+        drawn = False
+        for i, (key, label) in enumerate(lines):
+            steps, vals = _curve(rows, key)
+            ok = np.isfinite(vals) & ((vals > 0) if logy else True)
+            if ok.any():
+                ax.plot(steps[ok], vals[ok], marker=".", color=COLORS[i], label=label)
+                drawn = True
+        ax.set(xscale="log", xlabel="step", ylabel=ylabel)
+        if logy and drawn:
+            ax.set_yscale("log")
+        if ylabel.startswith("margin"):  # a far-from-separating start (ratio -10^2) beside fractions in [0, 1]
+            ax.set_yscale("symlog", linthresh=1.0)
+        if drawn:
+            ax.legend(fontsize=6)
+        else:
+            ax.text(0.5, 0.5, "undefined at every checkpoint\n(non-separable H)", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=7)
+    return fig
+
+
+@plot("lm.spectra")
+def spectra_figure(steps, spectra_logits, S_tilde_singular_values, L_mm_singular_values=None):
+    """Normalized singular values of the centred logits per checkpoint, against L^mm's and S̃'s."""
+    fig, axes = new_figure(1, 1, width=4.0, height=2.8)
+    ax = axes[0, 0]
+    spectra = np.asarray(spectra_logits, dtype=float)
+    n, k = spectra.shape
+
+    def shown(values):
+        """σ_i / σ_1 down to the numerical rank (values below SPECTRUM_FLOOR are zero singular values)."""
+        v = np.asarray(values, dtype=float)[:k]
+        v = v[np.isfinite(v)]
+        v = v / v[0] if len(v) and v[0] > 0 else v[:0]
+        return v[v >= SPECTRUM_FLOOR]
+
+    for i, s in enumerate(spectra):
+        v = shown(s)
+        shade = 0.85 - 0.75 * i / max(n - 1, 1)
+        ax.plot(np.arange(1, len(v) + 1), v, color=str(shade), lw=1,
+                label=f"logits, step {int(steps[i])}" if i in (0, n - 1) else None)
+    for values, label, color, marker in ((L_mm_singular_values, "L^mm", COLORS[1], "s"),
+                                         (S_tilde_singular_values, "S̃", COLORS[0], "o")):
+        if values is not None:  # open squares for L^mm: where it equals S̃ both stay visible
+            v = shown(values)
+            ax.plot(np.arange(1, len(v) + 1), v, color=color, marker=marker, ms=6 if marker == "s" else 3,
+                    mfc="none" if marker == "s" else color, ls="--", label=label)
+    ax.set(yscale="log", xlabel="index i", ylabel="σ_i / σ_1", title="singular spectra (to the numerical rank)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+@plot("lm.collapse")
+def collapse_figure(H, groups, predicted):
+    """Cosines between the final features ordered by support set, beside the predicted context Gram's."""
+    H, groups, predicted = (np.asarray(a) for a in (H, groups, predicted))
+    order = np.argsort(groups, kind="stable")
+    cuts = np.nonzero(np.diff(groups[order]))[0] + 0.5
+    Hn = H[order] / np.maximum(np.linalg.norm(H[order], axis=1, keepdims=True), 1e-300)
+    P = predicted[np.ix_(order, order)]
+    d = np.sqrt(np.maximum(np.diag(P), 1e-300))
+    fig, axes = new_figure(1, 2, width=3.3, height=3.2)
+    for ax, M, title in ((axes[0, 0], Hn @ Hn.T, "cos(h_j, h_j'), the model"),
+                         (axes[0, 1], P / d[:, None] / d[None, :], "predicted (L^mm)")):
+        im = ax.imshow(M, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        if len(cuts) <= 40:
+            for c in cuts:
+                ax.axhline(c, color="k", lw=0.4)
+                ax.axvline(c, color="k", lw=0.4)
+        ax.set(title=title, xticks=[], yticks=[], xlabel="contexts by support set")
+        ax.grid(False)
+    fig.colorbar(im, ax=axes[0, 1], fraction=0.046, pad=0.04)
+    return fig
