@@ -8,6 +8,15 @@ CLAIMS = {
         r"Denote the GD iterates at time  $k$  by  $\mathbf{W}_k = \mathbf{W}_{k-1} - \eta \nabla "
         r"\text{CE}(\mathbf{W}_{k-1})$  for arbitrary initial point  $\mathbf{W}_0$  and constant step-size  "
         r"$\eta > 0$  small enough to guarantee descent."),
+    "lemma1": (
+        "Lemma 1 of paper A (Sec. 3; Lemma A.1 of the workshop version)",
+        r"Assume overparameterization  $d > m$  and full-rank embedding matrix  $\bar{\mathbf{H}} \in "
+        r"\mathbb{R}^{d \times m}$ . Then, there exists an infinite number of solutions  $\mathbf{W}^p$  and  "
+        r"$\mathbf{W}^d$  that satisfy conditions (3) and (4), respectively."),
+    "cover": (
+        "Remark 1 of paper A (Sec. 3; Remark A.2 of the workshop version)",
+        r"For binary classification, (Cover, 1965) showed that  $d/m > 1/2$  is sufficient and necessary for data in "
+        r"general position to be linearly separable."),
     "lemma2": (
         "Lemma 2 of paper A (Sec. 4)",
         r"Under NTP $_{\mathcal{H}}$ -compatibility and NTP-separability,  $\lim_{k \rightarrow \infty} "
