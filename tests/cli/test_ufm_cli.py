@@ -45,7 +45,8 @@ def test_reproduce_ufm_smoke_in_a_real_process(tmp_path, run_cli, report_matches
                  "path planted: first-order conditions", "path planted: global optimality",
                  "path planted: variational identity", "path overlap: the limit follows L^mm",
                  "one-hot balanced: simplex ETF", "shakespeare: SVM certificate"):
-        assert checks[name]["verdict"] == "pass", (name, checks[name])
+        # smoke scale grades nothing (verdict "not graded"); the certificates must still hold
+        assert checks[name]["verdict"] == "not graded" and checks[name]["passed"], (name, checks[name])
     assert "overlap: L^mm = S̃" not in checks  # its premise (the polar factor <= 0 off the supports) fails there
     assert {c["kind"] for c in summary["checks"]} >= {"theorem", "sanity", "calibrated"}
     assert all(c["threshold_source"] for c in summary["checks"])
