@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from .dual import DIVERGENCE_TOL, _drift, _gordan_ratio, _residuals
-from .dual_forms import dual_form
+from .dual_forms import CellForm, dual_form
 from .face_ops import cells_times_H
 from .gram import ConstraintOps
 from .lowp import Increments, increments_dtype
@@ -149,9 +149,13 @@ def apg(program, *, tol: float, max_iter: int, lam0: torch.Tensor | None = None,
     H = program.ineq.H
     dtype, device = H.dtype, H.device
     ops = ConstraintOps.build(program.ineq, program.eq, device, dtype)
-    norms2 = ops.row_sq_norms()
-    row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
-    P = _permuted(dual_form(ops, form, norms2))
+    P = CellForm.detect(ops) if form != "rows" else None
+    if P is not None:  # the NTP reduced form on every row: no gathers, the cheaper projection
+        row_norm = P.row_norm
+    else:
+        norms2 = ops.row_sq_norms()
+        row_norm = float(norms2.max().sqrt()) if ops.R else 1.0
+        P = _permuted(dual_form(ops, form, norms2))
     if not (math.isfinite(row_norm) and row_norm > 0):
         return _give_up(P, ops)
     D = P.scale
@@ -301,7 +305,7 @@ class _Projection:
     def __init__(self, P):
         self.P = P
         self.tau = None
-        if P.name == "grouped":
+        if P.name == "grouped" and not isinstance(P, CellForm):
             dtype = P.c.dtype
             self.free = P.free.to(dtype)
             self.ineq = P.ineq.to(dtype)
@@ -309,6 +313,9 @@ class _Projection:
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
         P = self.P
+        if isinstance(P, CellForm):
+            Y, self.tau = P.project_from(X, self.tau)
+            return Y
         if P.name != "grouped":
             return P.project(X)
         s_free = (X * self.free).sum(1, keepdim=True)
@@ -359,6 +366,8 @@ def _scaled_sq(dX: torch.Tensor, D: torch.Tensor) -> float:
     """Σ dX² / D (the squared step in the scaled metric); one pass when D is constant along rows."""
     if D.dim() == 2 and D.shape[1] == 1:
         return float((torch.linalg.vector_norm(dX, dim=1) ** 2 / D[:, 0]).sum())
+    if D.dim() == 2 and D.shape[0] == 1:  # constant along columns (the cell layout)
+        return float((torch.linalg.vector_norm(dX, dim=0) ** 2 / D[0]).sum())
     return float((dX * dX / D).sum())
 
 
