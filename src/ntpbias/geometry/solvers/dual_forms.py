@@ -234,14 +234,13 @@ class CellForm:
     def project_from(self, X: torch.Tensor, tau: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(:meth:`project` of X, the column roots τ (1, m)) by Newton's method on the roots, from ``tau``.
 
-        Per column, the projection is x - τ with inequality cells clipped at 0, τ the root of the decreasing concave
-        φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0). With S = {inequality cells with x < τ_k}, Newton's step is
-        τ_{k+1} = (Σ_free x + Σ_S x) / (n_free + |S|), the root of φ with S fixed; every step after the first lands
-        at or right of the root and they decrease to it, so S_{k+1} and S_k are nested and equal exactly when their
-        sizes are: then τ_k is the root (φ(τ_k) = 0) and M = min(X - τ_k, 0), its free cells reset to x - τ_k, is the
-        projection. Each step is four passes over X (M, its column sums and nonzero counts); from the previous
-        iterate's roots two steps are usual. ``tau=None`` starts from the column means, the step from S = every
-        inequality cell (Michelot's algorithm, 1986).
+        Per column the projection is x - τ with inequality cells clipped at 0, τ the root of the decreasing concave
+        φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0); Newton's step, τ_{k+1} = (Σ_free x + Σ_S x) / (n_free + |S|) with
+        S = {inequality cells with x < τ_k}, is that of :class:`ntpbias.geometry.solvers.apg._Projection`. After the
+        first step the iterates decrease to the root, so consecutive sets S are nested and equal exactly when their
+        sizes are: then τ_k is the root and M = min(X - τ_k, 0), its free cells reset to x - τ_k, is the projection.
+        A step is four passes over X (M, its column sums, the column sums of its sign), with no mask and no sort.
+        ``tau=None`` starts from the column means (the step from S = every inequality cell: Michelot's algorithm).
         """
         m = self.shape[1]
         col = self.free_col
