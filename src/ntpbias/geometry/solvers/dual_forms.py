@@ -1,8 +1,8 @@
 """The two layouts of the dual multipliers of a max-margin program (docs/paper-a-linear-ntp.md#objects), shared by
 the dual method (:mod:`ntpbias.geometry.solvers.dual`) and the accelerated gradient of the workset method
 (:mod:`ntpbias.geometry.solvers.apg`): one multiplier per constraint row (:class:`RowForm`, scatter by ``index_add``),
-or grouped by the logit cell the rows share (:class:`GroupForm`, an exact projection per group); :func:`dual_form`
-picks one."""
+or grouped by the logit cell the rows share (:class:`GroupForm`, an exact projection per group; :class:`CellForm`, the
+same laid out as the logit-cell matrix itself where the groups are its columns); :func:`dual_form` picks one."""
 
 from __future__ import annotations
 
@@ -158,6 +158,112 @@ class GroupForm:
         X[self.row_flat] = -y
         X.view(G, s)[:, 0] = torch.zeros(G, dtype=y.dtype, device=y.device).index_add_(0, self.row_flat // s, y)
         return X.view(G, s)
+
+
+class CellForm:
+    """The grouped form (:class:`GroupForm`) laid out as the logit-cell matrix Λ (p, m) itself, when the groups are the
+    columns of Λ and every cell is used exactly once: each context j has one group whose first cell (a_i, j) is shared
+    by its rows and whose rows' second cells are the other cells of column j (the NTP reduced form on every row).
+
+    Then the scatter X -> Λ is the identity and the gradient of -(D) is L + c (no gather either way: W = Λ H and
+    L = W H^T are plain products), and the projection works along the columns (:meth:`project_from`). Free cells are
+    the groups' first cells and the equality rows' second cells; the others belong to inequality rows (<= 0).
+    """
+
+    name = "grouped"
+
+    def __init__(self, ops: ConstraintOps, first: torch.Tensor):
+        p, m = ops.p, ops.H.shape[0]
+        self.ops = ops
+        self.shape = (p, m)
+        dtype = ops.H.dtype
+        free = first.clone()
+        free[ops.b_cell[ops.n_in:]] = True
+        self.free_idx = torch.nonzero(free).flatten()
+        self.free_col = self.free_idx % m
+        self.n_free = torch.zeros(m, dtype=dtype, device=free.device).index_add_(
+            0, self.free_col, torch.ones_like(self.free_col, dtype=dtype))
+        self.c = (~free).view(p, m).to(dtype)  # -(D) = ½||Λ H||² + Σ_ineq Λ[b_i, j_i]
+        hh = (ops.H * ops.H).sum(1)  # the Hessian's diagonal at every cell of column j: K_jj (as GroupForm's)
+        floor = float(hh.max()) * 1e-12 if hh.numel() else 1.0
+        self.scale = (1.0 / hh.clamp(min=max(floor, 1e-300)))[None, :]
+        self.row_norm = float((2 * hh.max()).sqrt())  # max_i ||A_i||: ||(e_a - e_b) h_j^T||² = 2 K_jj
+
+    @classmethod
+    def detect(cls, ops: ConstraintOps) -> CellForm | None:
+        """The cell layout when it applies (class doc), else None; by counting cells (no sort)."""
+        p, m = ops.p, ops.H.shape[0]
+        if ops.left is not None or ops.R == 0 or ops.R + m != p * m:
+            return None
+        if not bool(((ops.a_cell - ops.b_cell) % m == 0).all()):  # a row's two cells in one column
+            return None
+        first = torch.zeros(p * m, dtype=torch.bool, device=ops.a_cell.device)
+        first[ops.a_cell] = True
+        if not bool((first.view(p, m).sum(0) == 1).all()):  # one group per column
+            return None
+        if not bool((torch.bincount(ops.b_cell, minlength=p * m) + first == 1).all()):  # every cell exactly once
+            return None
+        return cls(ops, first)
+
+    def zeros(self) -> torch.Tensor:
+        return torch.zeros(self.shape, dtype=self.ops.H.dtype, device=self.ops.H.device)
+
+    def scatter(self, X: torch.Tensor) -> torch.Tensor:
+        return X.reshape(-1)
+
+    def grad_quad(self, L: torch.Tensor) -> torch.Tensor:
+        return L.view(self.shape)
+
+    def grad(self, L: torch.Tensor) -> torch.Tensor:
+        return L.view(self.shape) + self.c
+
+    def duals(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = -X.reshape(-1).index_select(0, self.ops.b_cell)
+        return y[: self.ops.n_in], y[self.ops.n_in:]
+
+    def from_duals(self, lam: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([lam, mu]).to(self.c)
+        X = torch.zeros(self.shape[0] * self.shape[1], dtype=y.dtype, device=y.device)
+        X[self.ops.b_cell] = -y
+        return X.index_add_(0, self.ops.a_cell, y).view(self.shape)
+
+    def project(self, X: torch.Tensor) -> torch.Tensor:
+        """Euclidean projection of each column onto {Σ x = 0, x <= 0 at inequality cells}, exactly."""
+        return self.project_from(X)[0]
+
+    def project_from(self, X: torch.Tensor, tau: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(:meth:`project` of X, the column roots τ (1, m)) by Newton's method on the roots, from ``tau``.
+
+        Per column the projection is x - τ with inequality cells clipped at 0, τ the root of the decreasing concave
+        φ(τ) = Σ_free (x - τ) + Σ_ineq min(x - τ, 0); Newton's step, τ_{k+1} = (Σ_free x + Σ_S x) / (n_free + |S|) with
+        S = {inequality cells with x < τ_k}, is that of :class:`ntpbias.geometry.solvers.apg._Projection`. After the
+        first step the iterates decrease to the root, so consecutive sets S are nested and equal exactly when their
+        sizes are: then τ_k is the root and M = min(X - τ_k, 0), its free cells reset to x - τ_k, is the projection.
+        A step is four passes over X (M, its column sums, the column sums of its sign), with no mask and no sort.
+        ``tau=None`` starts from the column means (the step from S = every inequality cell: Michelot's algorithm).
+        """
+        m = self.shape[1]
+        col = self.free_col
+        xf = X.reshape(-1).index_select(0, self.free_idx)
+        s_free = torch.zeros(m, dtype=X.dtype, device=X.device).index_add_(0, col, xf)
+        tau = X.mean(0) if tau is None else tau.reshape(m)
+        count = None
+        for _ in range(self.shape[0] + 2):  # nested sets: at most one step per cell leaving, then one more
+            M = (X - tau).clamp_(max=0)
+            mf = (xf - tau.index_select(0, col)).clamp(max=0)  # the free cells' share of M
+            s_in = M.sum(0).index_add_(0, col, mf, alpha=-1)
+            n_in = M.sign().sum(0).index_add_(0, col, mf.sign(), alpha=-1).neg_()  # M <= 0: its sign counts
+            if count is not None and torch.equal(n_in, count):
+                break
+            count = n_in
+            tau_next = (s_free + s_in + tau * n_in) / (self.n_free + n_in)  # Σ_S x = Σ_S M + τ|S|
+            if torch.equal(tau_next, tau):
+                break
+            tau = tau_next
+        else:  # a rounding cycle (never seen): the last roots
+            M = (X - tau).clamp_(max=0)
+        M.view(-1)[self.free_idx] = xf - tau.index_select(0, col)
+        return M, tau[None, :]
 
 
 def dual_form(ops: ConstraintOps, form: str, row_sq_norms: torch.Tensor):
