@@ -20,7 +20,7 @@ from scipy.optimize import linprog
 
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
-from ntpbias.geometry.separability import nested
+from ntpbias.geometry.separability import nested, nested_lp
 from ntpbias.geometry.separability.nested import nested_critical_dimension
 
 # the constraint rows of the independent reference of benchmarks/bench_separability.py (written without ntpbias)
@@ -88,6 +88,55 @@ def test_nested_d_star_matches_bisection_with_both_certificates(V, k, m, form):
         assert found.d_star == _bisection(H, P)
         assert found.certified and found.method == "nested"
         _check_certificates(found, H, P)
+
+
+@pytest.mark.parametrize(("V", "k", "m"), [(5, 4, 40), (6, 3, 30), (4, 2, 30)])
+def test_row_generation_finds_the_same_d_star_and_certificates(V, k, m, monkeypatch):
+    """The cokernel form with its sign rows generated (every dataset here is below the size where that starts, so it is
+    forced): d* as the bisection's, both certificates valid on every row, and rows were left out on the way."""
+    monkeypatch.setattr(nested_lp, "LAZY_SIGN_ROWS", 0)
+    fewest = []
+    run = nested_lp.BlockLP.run
+
+    def counted(self, *, dual):
+        fewest.append(len(self.active) / len(self.lower))
+        return run(self, dual=dual)
+
+    monkeypatch.setattr(nested_lp.BlockLP, "run", counted)
+    for seed in range(2):
+        data = random_ntp(m, m, V, k, seed=seed)
+        H, P = data.H.numpy().astype(np.float64), data.P.numpy()
+        found = nested_critical_dimension(data, guess=m // 2, step=2, form="cokernel")
+        assert found.d_star == _bisection(H, P)
+        assert found.certified and found.method == "nested"
+        _check_certificates(found, H, P)
+    assert min(fewest) < 0.5
+
+
+def test_row_generation_reaches_the_whole_lps_optimum():
+    """A BlockLP whose inequality rows are generated ends at the optimal value of the same LP given whole to scipy's
+    HiGHS, with every row satisfied and duals that vanish on the rows never added."""
+    rng = np.random.default_rng(0)
+    rows, levels, width = 120, 6, 2
+    G = rng.standard_normal((rows, levels * width))
+    A = sp.csc_matrix(G * np.sign(G @ rng.standard_normal(levels * width))[:, None])  # feasible: A x0 > 0 for one x0
+    lower, upper = np.ones(rows), np.full(rows, np.inf)
+    weights = nested_lp.geometric(range(levels), 3.0)
+    lp = nested_lp.BlockLP(A, range(levels), width, lower, upper, weights, np.ones(rows, bool),
+                           np.arange(rows) % 10)
+    assert lp.run(dual=True)
+    x = lp.blocks().ravel()
+    assert (A @ x).min() >= 1 - 1e-7
+    cost = np.repeat([weights[t] for t in range(levels)], width)
+    whole = linprog(np.concatenate([cost, cost]), A_ub=-sp.hstack([A, -A]), b_ub=-lower, bounds=(0, None),
+                    method="highs")
+    assert whole.status == 0
+    assert cost @ np.abs(x) == pytest.approx(whole.fun, rel=1e-9)
+    assert len(lp.active) < rows
+    duals = lp.duals()
+    outside = np.ones(rows, bool)
+    outside[lp.active] = False
+    assert np.all(duals[outside] == 0)
 
 
 @pytest.mark.parametrize("guess", [1, 5, 20, 39, 40])

@@ -39,6 +39,12 @@ W on the first f + 1 coordinates from the duals (stationarity in the free direct
 tokens for i > f, so Z = -Q_{:, :f+1} Q_{:, :f+1}^T Λ ties every support and puts every out-of-support logit at
 least min Λ below it; W^T = -R^{-1} Q_{:, :f+1}^T Λ; :mod:`~ntpbias.geometry.separability.cokernel` derives it).
 
+The cokernel form's LP is dense (a sign row has an entry for every direction), and at (V, |S_j|, m) = (20, 10, 400) its
+first solve with all 4000 sign rows ran past the time guard; from :data:`~ntpbias.geometry.separability.nested_lp.
+LAZY_SIGN_ROWS` sign rows on, they enter the model only when a solution violates them (row generation,
+:class:`~ntpbias.geometry.separability.nested_lp.BlockLP`): the LP solved is then the whole LP, and its duals are
+zero on the rows never added.
+
 Either way a first LP on the wrong side of d* (infeasible) is rebuilt further out, and every certificate is checked
 in float64 on the data's own constraints (:class:`~ntpbias.geometry.constraints.LogitGaps`), as every verdict of
 :mod:`~ntpbias.geometry.separability.verdict` is: W rescaled to margin 1 with ||A_eq(W)||_∞ <= CERT_TOL (W ∈ F^⊥ to the
