@@ -113,6 +113,20 @@ def test_row_generation_finds_the_same_d_star_and_certificates(V, k, m, monkeypa
     assert min(fewest) < 0.5
 
 
+@pytest.mark.parametrize("form", ["w", "cokernel"])
+def test_a_stalled_primal_re_solve_goes_on_by_dual_simplex(form, monkeypatch):
+    """With the stall guard at one pivot every warm primal re-solve is cut short and finished by dual simplex from its
+    basis: the same d* as the bisection, both certificates, no fallback."""
+    monkeypatch.setattr(nested_lp, "STALL_FRACTION", 1e-12)
+    for seed in range(2):
+        data = random_ntp(36, 36, 4, 2, seed=seed)
+        H, P = data.H.numpy().astype(np.float64), data.P.numpy()
+        found = nested_critical_dimension(data, guess=18, step=2, form=form)
+        assert found.d_star == _bisection(H, P)
+        assert found.certified and found.method == "nested"
+        _check_certificates(found, H, P)
+
+
 def test_row_generation_reaches_the_whole_lps_optimum():
     """A BlockLP whose inequality rows are generated ends at the optimal value of the same LP given whole to scipy's
     HiGHS, with every row satisfied and duals that vanish on the rows never added."""
