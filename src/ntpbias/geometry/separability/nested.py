@@ -43,7 +43,8 @@ The cokernel form's LP is dense (a sign row has an entry for every direction), a
 first solve with all 4000 sign rows ran past the time guard; from :data:`~ntpbias.geometry.separability.nested_lp.
 LAZY_SIGN_ROWS` sign rows on, they enter the model only when a solution violates them (row generation,
 :class:`~ntpbias.geometry.separability.nested_lp.BlockLP`): the LP solved is then the whole LP, and its duals are
-zero on the rows never added.
+zero on the rows never added. A warm primal re-solve that stalls (degenerate pivots past
+:data:`~ntpbias.geometry.separability.nested_lp.STALL_FRACTION` of all earlier ones) goes on by dual simplex.
 
 Either way a first LP on the wrong side of d* (infeasible) is rebuilt further out, and every certificate is checked
 in float64 on the data's own constraints (:class:`~ntpbias.geometry.constraints.LogitGaps`), as every verdict of
