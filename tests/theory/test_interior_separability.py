@@ -1,6 +1,6 @@
 """The interior-point method of geometry.separability.interior against independent computations: its structured
-products and normal matrix against the explicit constraint matrix, and its optimal value against the elastic LP
-solved by scipy's HiGHS."""
+products and normal matrix against the explicit constraint matrix, and its optimal value, in W coordinates and in
+cokernel coordinates, against the elastic LP solved by scipy's HiGHS."""
 
 from __future__ import annotations
 
@@ -59,11 +59,14 @@ def _elastic_value(ineq, eq, V, d) -> float:
 
 @pytest.mark.parametrize(("V", "k", "m"), [(3, 1, 30), (5, 2, 30), (4, 3, 24)])
 def test_the_optimal_value_is_the_elastic_lps_on_both_sides_of_d_star(V, k, m):
+    unit, _ = normalized(random_ntp(m, m, V, k, seed=2))
+    Q = np.linalg.qr(unit.H.numpy().astype(np.float64), mode="complete")[0]
     values = []
-    for d in range(2, m, 3):
-        ineq, eq = _groups(V, k, m, d, seed=2)
-        solution = interior.elastic_solve(ineq, eq)
+    for d in range(2, m + 1, 3):
+        ineq, eq = _restricted(constraints(unit), d)
         expected = _elastic_value(ineq, eq, V, d)
-        assert solution.value == pytest.approx(expected, rel=1e-7, abs=1e-7)
+        assert interior.elastic_solve(ineq, eq).value == pytest.approx(expected, rel=1e-7, abs=1e-7)
+        cells = [(g.j.numpy(), g.b.numpy()) for g in (ineq, eq)]
+        assert interior.cokernel_solve(Q[:, d:], *cells, V).value == pytest.approx(expected, rel=1e-7, abs=1e-7)
         values.append(expected)
     assert min(values) < 1e-7 < max(values)  # separable and not separable dimensions both met

@@ -183,6 +183,7 @@ def test_a_missed_certificate_falls_back_to_the_verdict_search(monkeypatch):
 def test_where_the_interior_point_method_does_not_converge_the_lp_decides(monkeypatch):
     data = random_ntp(30, 30, 4, 2, seed=4)
     monkeypatch.setattr(nested, "elastic_solve", lambda ineq, eq: None)
+    monkeypatch.setattr(nested, "cokernel_solve", lambda N, out, tied, V: None)
     found = nested_critical_dimension(data, 15, step=2, form="interior")
     assert found.certified and {v.method for v in found.verdicts.values()} == {"lp"}
     assert found.d_star == _bisection(data.H.numpy().astype(np.float64), data.P.numpy())
@@ -193,15 +194,11 @@ def test_auto_picks_the_form_with_fewer_variables():
     assert nested._w_is_smaller(random_ntp(40, 40, 5, 1, seed=0), 13)  # 4 * 13 against 5 * 27
 
 
-def test_auto_takes_the_interior_point_search_for_a_large_w_form(monkeypatch):
-    data = random_ntp(60, 60, 3, 1, seed=0)
-    taken = []
-    monkeypatch.setattr(nested, "_interior_search", lambda *args: taken.append("interior"))
-    monkeypatch.setattr(nested, "_w_search", lambda *args: taken.append("w"))
-    for limit in (2 * 20, 2 * 20 + 1):  # (V - 1) x guess = 40 variables
-        monkeypatch.setattr(nested, "INTERIOR_MIN_VARIABLES", limit)
-        nested_critical_dimension(data, 20, step=2)
-    assert taken == ["interior", "w"]
+def test_auto_takes_the_interior_point_search_from_400_variables():
+    assert nested._auto_form(random_ntp(400, 400, 5, 1, seed=0), 132) == "interior"  # W form, 4 x 132 = 528
+    assert nested._auto_form(random_ntp(400, 400, 3, 1, seed=0), 165) == "w"  # 2 x 165 = 330
+    assert nested._auto_form(random_ntp(400, 400, 20, 10, seed=0), 283) == "interior"  # cokernel, 20 x 117
+    assert nested._auto_form(random_ntp(400, 400, 5, 4, seed=0), 344) == "cokernel"  # 5 x 56 = 280
 
 
 def test_an_unknown_form_is_refused():

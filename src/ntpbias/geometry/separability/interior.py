@@ -142,72 +142,213 @@ def elastic_solve(ineq: LogitGaps, eq: LogitGaps) -> ElasticSolution | None:
     None when the method does not converge within :data:`MAX_ITER` iterations."""
     G = _Gaps(ineq, eq)
     n, n_in = G.n_in + len(eq), G.n_in
-    c = np.r_[-np.ones(n_in), np.zeros(n - n_in)]
-    lo, hi = np.r_[np.zeros(n_in), -np.ones(n - n_in)], np.ones(n)
-    it = _Iterate(G, (lo + hi) / 2, np.zeros((G.V - 1) * G.d), np.ones(n), np.ones(n), lo, hi)
-    for count in range(MAX_ITER + 1):
-        r_p, r_d = -G.adjoint(it.x), c - G.product(it.w) - it.z_lo + it.z_hi
-        mu = (it.s_lo @ it.z_lo + it.s_hi @ it.z_hi) / (2 * n)
-        primal, dual = c @ it.x, lo @ it.z_lo - hi @ it.z_hi
-        scale = 1 + abs(primal)
-        if not np.isfinite(mu) or count == MAX_ITER:
-            return None
-        if mu < MU_FLOOR or (np.abs(r_p).max() < TOL * scale and np.abs(r_d).max() < TOL
-                             and abs(primal - dual) < GAP_TOL * scale):
-            break
-        it.factor()
-        affine = it.newton(r_p, r_d, -it.s_lo * it.z_lo, -it.s_hi * it.z_hi)
-        a_p, a_d = it.longest(affine)
-        dx, _, dz_lo, dz_hi = affine
-        mu_aff = ((it.s_lo + a_p * dx) @ (it.z_lo + a_d * dz_lo)
-                  + (it.s_hi - a_p * dx) @ (it.z_hi + a_d * dz_hi)) / (2 * n)
-        sigma_mu = (mu_aff / mu) ** CENTERING * mu  # corrector: centering plus the affine step's second-order term
-        it.move(it.newton(r_p, r_d, sigma_mu - it.s_lo * it.z_lo - dx * dz_lo,
-                          sigma_mu - it.s_hi * it.z_hi + dx * dz_hi))
-    W = np.vstack([-it.w.reshape(G.V - 1, G.d), np.zeros((1, G.d))])
-    return ElasticSolution(W, float(it.x[:n_in].sum()), count, it.x, G)
+    lp = _NullSpace(G, np.r_[-np.ones(n_in), np.zeros(n - n_in)], np.r_[np.zeros(n_in), -np.ones(n - n_in)],
+                    np.ones(n))
+    count = lp.run()
+    if count is None:
+        return None
+    W = np.vstack([-lp.w.reshape(G.V - 1, G.d), np.zeros((1, G.d))])
+    return ElasticSolution(W, float(lp.x[:n_in].sum()), count, lp.x, G)
 
 
-class _Iterate:
-    """The primal-dual iterate of (D): x in the box [lo, hi] with slacks s_lo = x - lo, s_hi = hi - x (kept as
-    variables, so that they stay positive to the last digit), the multiplier w of G^T x = 0 and the bound multipliers
-    z_lo, z_hi."""
+class _BoxLP:
+    """Mehrotra's predictor-corrector method for  minimize c^T x  subject to  lo <= x <= hi,  x in a subspace S
+    (the subclass says which, and solves the Newton system). x has slacks s_lo = x - lo, s_hi = hi - x, kept as
+    variables so that they stay positive to the last digit, and bound multipliers z_lo, z_hi."""
 
-    def __init__(self, G: _Gaps, x, w, z_lo, z_hi, lo, hi):
-        self.G, self.x, self.w, self.z_lo, self.z_hi = G, x, w, z_lo, z_hi
-        self.s_lo, self.s_hi = x - lo, hi - x
+    def __init__(self, c: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        self.c, self.lo, self.hi = c, lo, hi
+        self.x = (lo + hi) / 2
+        self.s_lo, self.s_hi = self.x - lo, hi - self.x
+        self.z_lo, self.z_hi = np.ones(len(c)), np.ones(len(c))
 
-    def factor(self) -> None:
-        """Θ = (z_lo / s_lo + z_hi / s_hi)^{-1} and the Cholesky factor of G^T Θ G."""
-        self.theta = 1 / (self.z_lo / self.s_lo + self.z_hi / self.s_hi)
-        self.F = self.G.factor(self.theta)
+    def run(self) -> int | None:
+        """Iterate to the tolerances; the number of iterations, or None without convergence."""
+        n = len(self.c)
+        for count in range(MAX_ITER + 1):
+            primal_res, dual_res = self.residuals()
+            mu = (self.s_lo @ self.z_lo + self.s_hi @ self.z_hi) / (2 * n)
+            primal, dual = self.c @ self.x, self.lo @ self.z_lo - self.hi @ self.z_hi
+            scale = 1 + abs(primal)
+            if not np.isfinite(mu) or count == MAX_ITER:
+                return None
+            if mu < MU_FLOOR or (self._worst(primal_res) < TOL * scale and self._worst(dual_res) < TOL
+                                 and abs(primal - dual) < GAP_TOL * scale):
+                return count
+            self.factor()
+            affine = self._direction(-self.s_lo * self.z_lo, -self.s_hi * self.z_hi)
+            a_p, a_d = self._longest(affine)
+            dx, dz_lo, dz_hi = affine[:3]
+            mu_aff = ((self.s_lo + a_p * dx) @ (self.z_lo + a_d * dz_lo)
+                      + (self.s_hi - a_p * dx) @ (self.z_hi + a_d * dz_hi)) / (2 * n)
+            sigma_mu = (mu_aff / mu) ** CENTERING * mu  # corrector: centering plus the affine step's 2nd-order term
+            self._move(self._direction(sigma_mu - self.s_lo * self.z_lo - dx * dz_lo,
+                                       sigma_mu - self.s_hi * self.z_hi + dx * dz_hi))
+        return None
 
-    def newton(self, r_p, r_d, r_lo, r_hi):
-        """The Newton direction (dx, dw, dz_lo, dz_hi) for the residuals G^T dx = r_p, dual r_d and complementarity
-        r_lo, r_hi, through the normal equations (with REFINE steps of iterative refinement)."""
-        G, theta = self.G, self.theta
-        q = -r_d + r_lo / self.s_lo - r_hi / self.s_hi
-        rhs = r_p - G.adjoint(theta * q)
-        dw = sl.cho_solve(self.F, rhs, check_finite=False)
-        for _ in range(REFINE):
-            dw += sl.cho_solve(self.F, rhs - G.adjoint(theta * G.product(dw)), check_finite=False)
-        dx = theta * (q + G.product(dw))
-        return dx, dw, (r_lo - self.z_lo * dx) / self.s_lo, (r_hi + self.z_hi * dx) / self.s_hi
+    @staticmethod
+    def _worst(residuals) -> float:
+        return max((float(np.abs(r).max()) for r in residuals if r.size), default=0.0)
 
-    def longest(self, direction) -> tuple[float, float]:
+    def _direction(self, r_lo: np.ndarray, r_hi: np.ndarray):
+        """(dx, dz_lo, dz_hi, primal extra, dual extra) for the complementarity residuals r_lo, r_hi."""
+        dx, primal, dual = self.newton(r_lo, r_hi)
+        return dx, (r_lo - self.z_lo * dx) / self.s_lo, (r_hi + self.z_hi * dx) / self.s_hi, primal, dual
+
+    def _longest(self, direction) -> tuple[float, float]:
         """The longest primal and dual steps (at most 1) that keep the slacks and bound multipliers nonnegative."""
-        dx, _, dz_lo, dz_hi = direction
+        dx, dz_lo, dz_hi = direction[:3]
         return (min(_to_boundary(self.s_lo, dx), _to_boundary(self.s_hi, -dx)),
                 min(_to_boundary(self.z_lo, dz_lo), _to_boundary(self.z_hi, dz_hi)))
 
-    def move(self, direction) -> None:
+    def _move(self, direction) -> None:
         """A step of BOUNDARY x the longest along ``direction``."""
-        a_p, a_d = (BOUNDARY * a for a in self.longest(direction))
-        dx, dw, dz_lo, dz_hi = direction
+        a_p, a_d = (BOUNDARY * a for a in self._longest(direction))
+        dx, dz_lo, dz_hi, primal, dual = direction
         self.x, self.s_lo, self.s_hi = self.x + a_p * dx, self.s_lo + a_p * dx, self.s_hi - a_p * dx
-        self.w, self.z_lo, self.z_hi = self.w + a_d * dw, self.z_lo + a_d * dz_lo, self.z_hi + a_d * dz_hi
+        self.z_lo, self.z_hi = self.z_lo + a_d * dz_lo, self.z_hi + a_d * dz_hi
+        self.shift(primal, dual, a_p, a_d)
+
+
+class _NullSpace(_BoxLP):
+    """S = {x: G^T x = 0}, with the multiplier w of G^T x = 0 (dual residual c - G w - z_lo + z_hi) and the normal
+    matrix G^T Θ G, Θ = (z_lo / s_lo + z_hi / s_hi)^{-1}."""
+
+    def __init__(self, G: _Gaps, c, lo, hi):
+        super().__init__(c, lo, hi)
+        self.G, self.w = G, np.zeros((G.V - 1) * G.d)
+
+    def residuals(self):
+        self.r_p = -self.G.adjoint(self.x)
+        self.r_d = self.c - self.G.product(self.w) - self.z_lo + self.z_hi
+        return (self.r_p,), (self.r_d,)
+
+    def factor(self) -> None:
+        self.theta = 1 / (self.z_lo / self.s_lo + self.z_hi / self.s_hi)
+        self.F = self.G.factor(self.theta)
+
+    def newton(self, r_lo, r_hi):
+        """dx = Θ (q + G dw) with (G^T Θ G) dw = r_p - G^T Θ q (REFINE steps of iterative refinement)."""
+        G, theta = self.G, self.theta
+        q = -self.r_d + r_lo / self.s_lo - r_hi / self.s_hi
+        rhs = self.r_p - G.adjoint(theta * q)
+        dw = sl.cho_solve(self.F, rhs, check_finite=False)
+        for _ in range(REFINE):
+            dw += sl.cho_solve(self.F, rhs - G.adjoint(theta * G.product(dw)), check_finite=False)
+        return theta * (q + G.product(dw)), None, dw
+
+    def shift(self, primal, dw, a_p, a_d) -> None:
+        self.w = self.w + a_d * dw
 
 
 def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
     neg = dv < 0
     return min(1.0, float(np.min(-v[neg] / dv[neg]))) if neg.any() else 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class CellSolution:
+    """An optimal pair of (D) in cokernel coordinates (:func:`cokernel_solve`).
+
+    Attributes
+    ----------
+    U : ndarray (m, V)
+        N C: its rows sum to zero and its columns lie in the cokernel of H; (y, μ) = -U on the out-of-support and
+        tied cells (the Gordan candidate, exact in A_in^T y + A_eq^T μ = U^T H = 0 up to rounding).
+    Lam : ndarray (m, V)
+        The multipliers λ of the cells (zero on the anchor cells): N^T Λ = β 1^T at the optimum, so
+        Z = -(I - N N^T) Λ is a logit matrix in range(H) that ties each support and puts every out-of-support logit
+        λ >= 1 below it when the value is 0.
+    value : float
+        Optimal value Σy of (D) (0 when the data separate).
+    iterations : int
+        Interior-point iterations.
+    """
+
+    U: np.ndarray
+    Lam: np.ndarray
+    value: float
+    iterations: int
+
+
+def cokernel_solve(N: np.ndarray, out: tuple[np.ndarray, np.ndarray], tied: tuple[np.ndarray, np.ndarray],
+                   V: int) -> CellSolution | None:
+    """Solve (D) over U = N C (N: an orthonormal basis (m, r) of the cokernel of the first d columns of H) by the same
+    predictor-corrector method; None when it does not converge within :data:`MAX_ITER` iterations.
+
+    In these coordinates (D) reads: minimize Σ_out x subject to x = (N C) on the ``out`` cells (j, v) in [-1, 0] and
+    on the ``tied`` cells in [-1, 1], and C 1 = 0 (rows of U sum to zero; the anchor cells are free). The Newton
+    system in C is block diagonal across tokens, K_v = N^T diag(θ_{:, v}^{-1}) N (r x r, one per token), and
+    C 1 = 0 is imposed through the r x r Schur complement Σ_v K_v^{-1}: an iteration costs O(m V r^2) where the W form
+    costs O(m V^2 d^2 + V^3 d^3)."""
+    j, v = (np.concatenate(x).astype(np.int64) for x in zip(out, tied, strict=True))
+    n, n_out = len(j), len(out[0])
+    if N.shape[1] == 0:  # H square and invertible: U = 0 only; Λ = 1 on the out-of-support cells separates
+        Lam = np.zeros((N.shape[0], V))
+        Lam[out] = 1.0
+        return CellSolution(np.zeros((N.shape[0], V)), Lam, 0.0, 0)
+    lp = _CellRange(N, j, v, V, np.r_[np.ones(n_out), np.zeros(n - n_out)], -np.ones(n),
+                    np.r_[np.zeros(n_out), np.ones(n - n_out)])
+    count = lp.run()
+    if count is None:
+        return None
+    return CellSolution(N @ lp.C, lp.cell_matrix(lp.lam), float(-(lp.c @ lp.x)), count)
+
+
+class _CellRange(_BoxLP):
+    """S = {x = (N C) on the cells (j, v): C 1 = 0}, with C (r, V) kept as a primal variable (residuals x - (N C)_cells
+    and C 1), the cells' multipliers λ and the multiplier β of C 1 = 0 (dual residuals c - λ - z_lo + z_hi and
+    N^T Λ - β 1^T); the Newton system in C is block diagonal across tokens, closed by a Schur complement."""
+
+    def __init__(self, N: np.ndarray, j: np.ndarray, v: np.ndarray, V: int, c, lo, hi):
+        super().__init__(c, lo, hi)
+        self.N, self.j, self.v, self.V = N, j, v, V
+        self.C, self.lam, self.beta = np.zeros((N.shape[1], V)), np.zeros(len(j)), np.zeros(N.shape[1])
+
+    def cell_matrix(self, values: np.ndarray) -> np.ndarray:
+        """(m, V) with ``values`` on the cells, zero elsewhere."""
+        out = np.zeros((self.N.shape[0], self.V))
+        out[self.j, self.v] = values
+        return out
+
+    def cells(self, C: np.ndarray) -> np.ndarray:
+        return (self.N @ C)[self.j, self.v]
+
+    def residuals(self):
+        self.r_1, self.r_2 = self.x - self.cells(self.C), self.C.sum(axis=1)
+        self.r_3 = self.c - self.lam - self.z_lo + self.z_hi
+        self.r_4 = self.N.T @ self.cell_matrix(self.lam) - self.beta[:, None]
+        return (self.r_1, self.r_2), (self.r_3, self.r_4)
+
+    def factor(self) -> None:
+        """D = z_lo / s_lo + z_hi / s_hi, the token blocks K_v = N^T diag(D_{:, v}) N inverted, S = Σ_v K_v^{-1}."""
+        N, (m, r) = self.N, self.N.shape
+        self.D = self.z_lo / self.s_lo + self.z_hi / self.s_hi
+        K = ((N[:, None, :] * self.cell_matrix(self.D)[:, :, None]).reshape(m, -1).T @ N).reshape(self.V, r, r)
+        K[:, np.arange(r), np.arange(r)] += REGULARIZATION * K.diagonal(axis1=1, axis2=2).max()
+        self.Kinv = np.linalg.inv(K)
+        self.S = self.Kinv.sum(axis=0)
+
+    def _kkt(self, h: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(dC, dβ) with K_v dC_v - dβ = h_v for every token v and Σ_v dC_v = e (the regularized K_v)."""
+        Kh = np.einsum("vab,bv->av", self.Kinv, h)
+        dbeta = np.linalg.solve(self.S, e - Kh.sum(axis=1))
+        return Kh + np.einsum("vab,b->av", self.Kinv, dbeta), dbeta
+
+    def newton(self, r_lo, r_hi):
+        """K dC - dβ 1^T = h (per token), Σ_v dC_v = -r_2 (REFINE steps of iterative refinement against the
+        unregularized K), then dx = (N dC)_cells - r_1 and dλ = g + D dx."""
+        g = self.r_3 - r_lo / self.s_lo + r_hi / self.s_hi
+        h = -self.r_4 - self.N.T @ self.cell_matrix(g - self.D * self.r_1)
+        dC, dbeta = self._kkt(h, -self.r_2)
+        for _ in range(REFINE):
+            KdC = self.N.T @ self.cell_matrix(self.D * self.cells(dC))
+            ddC, ddbeta = self._kkt(h - KdC + dbeta[:, None], -self.r_2 - dC.sum(axis=1))
+            dC, dbeta = dC + ddC, dbeta + ddbeta
+        dx = self.cells(dC) - self.r_1
+        return dx, dC, (g + self.D * dx, dbeta)
+
+    def shift(self, dC, dual, a_p, a_d) -> None:
+        dlam, dbeta = dual
+        self.C = self.C + a_p * dC
+        self.lam, self.beta = self.lam + a_d * dlam, self.beta + a_d * dbeta

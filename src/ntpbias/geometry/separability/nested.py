@@ -67,7 +67,7 @@ from ...errors import SolverError
 from ..constraints import NTPConstraints, constraints
 from ..scaling import in_user_units, normalized
 from .cokernel import RANK_RTOL
-from .interior import elastic_solve
+from .interior import cokernel_solve, elastic_solve
 from .nested_lp import CokernelForm, WForm, geometric
 from .verdict import CERT_TOL, SeparabilityResult, critical_dimension, ntp_separability, smallest_true_from
 
@@ -79,8 +79,10 @@ ABOVE = 1.5
 WINDOW, MAX_RATIO, WEIGHT_RANGE = 10, 5.0, 1e6
 #: ``form="auto"`` takes the W form when its variables are fewer than COKERNEL_FAVOUR x the cokernel form's
 COKERNEL_FAVOUR = 0.9
-#: ... and the interior-point search instead of the W form's LP from this many W variables (V - 1) x guess (measured
-#: at m = 400: 1.6 s against 2.5 s a dataset at (V, |S_j|) = (5, 1), 528 variables; 0.6 s against 0.5 s at (3, 1), 330)
+#: ... and the interior-point search instead of that form's LP from this many variables at the guess (measured at
+#: m = 400, CPU s a dataset, interior against LP: W form (5, 1) 1.6 / 2.5 (528 variables), (3, 1) 0.6 / 0.5 (330);
+#: cokernel form (5, 2) 2.1 / 2.3 (875), (10, 5) 2.6 / 6.4 (1270), (20, 10) 4.1-5.1 / 130-324 (2340), (3, 2)
+#: 0.6 / 0.35 (324), (5, 4) 0.47 / 0.11 (280))
 INTERIOR_MIN_VARIABLES = 400
 #: ``form`` choices of :func:`nested_critical_dimension`
 FORMS = ("auto", "w", "cokernel", "interior")
@@ -143,8 +145,8 @@ def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1, form:
     guess : where d* is expected (e.g. round(δ* m), :func:`~ntpbias.geometry.separability.thresholds.
         separability_threshold`); it changes the cost, never d*
     step : about the spread of d* around the guess
-    form : ``"auto"`` (the form with fewer variables at the guess, :func:`_w_is_smaller`; the W form by the
-        interior-point search from :data:`INTERIOR_MIN_VARIABLES` variables), ``"w"``, ``"cokernel"`` or ``"interior"``
+    form : ``"auto"`` (:func:`_auto_form`: the LP form with fewer variables at the guess, or the interior-point
+        search from :data:`INTERIOR_MIN_VARIABLES` variables on), ``"w"``, ``"cokernel"`` or ``"interior"``
 
     Returns
     -------
@@ -159,14 +161,23 @@ def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1, form:
         found = _fallback(unit, guess, step, 0)
     else:
         if form == "auto":
-            form = "cokernel" if not _w_is_smaller(unit, guess) else (
-                "interior" if (unit.V - 1) * guess >= INTERIOR_MIN_VARIABLES else "w")
+            form = _auto_form(unit, guess)
         search = {"w": _w_search, "cokernel": _cokernel_search, "interior": _interior_search}[form]
         found = search(unit, cons, guess, step)
     if scale == 1.0:
         return found
     sep = found.separating
     return replace(found, separating=None if sep is None else replace(sep, W=in_user_units(sep.W, scale)))
+
+
+def _auto_form(data: NTPData, guess: int) -> str:
+    """The LP of the form with fewer variables at the guess (:func:`_w_is_smaller`), or the interior-point search
+    when that form has at least :data:`INTERIOR_MIN_VARIABLES` variables."""
+    w_smaller = _w_is_smaller(data, guess)
+    variables = (data.V - 1) * guess if w_smaller else data.V * (data.m - guess)
+    if variables >= INTERIOR_MIN_VARIABLES:
+        return "interior"
+    return "w" if w_smaller else "cokernel"
 
 
 def _w_is_smaller(data: NTPData, d: int) -> bool:
@@ -250,36 +261,54 @@ def _cokernel_search(data: NTPData, cons: NTPConstraints, guess: int, step: int)
 
 def _interior_search(data: NTPData, cons: NTPConstraints, guess: int, step: int) -> CriticalDimension:
     """The search from the guess (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`) with a verdict
-    per dimension by the interior-point method (:mod:`~ntpbias.geometry.separability.interior`), both certificates
-    checked; a dimension where the method does not converge or a certificate misses the tolerance gets the LP
-    verdict of :func:`~ntpbias.geometry.separability.verdict.ntp_separability` instead."""
+    per dimension by the interior-point method (:mod:`~ntpbias.geometry.separability.interior`), in W coordinates or
+    cokernel coordinates, whichever has fewer variables at that dimension (:func:`_w_is_smaller`), both
+    certificates checked; a dimension where the method does not converge or a certificate misses the tolerance gets
+    the LP verdict of :func:`~ntpbias.geometry.separability.verdict.ntp_separability` instead."""
+    H = to_numpy(data.H).astype(np.float64)
+    Q, R = np.linalg.qr(H, mode="complete")
+    diag = np.abs(np.diag(R))
+    nested_basis = diag.size > 0 and diag.min() > RANK_RTOL * diag.max()  # else no cokernel coordinates
+    cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
     verdicts: dict[int, SeparabilityResult] = {}
     iterations = 0
 
-    def separable(c: int) -> bool:
+    def by_interior_point(c: int) -> SeparabilityResult | None:
         nonlocal iterations
-        verdict = None
-        solution = elastic_solve(*_restricted(cons, c))
-        if solution is not None:
-            iterations += solution.iterations
-            verdict = _separating(cons, torch.as_tensor(solution.W), "interior")
-            if verdict is None and solution.value > 0:
-                verdict = _gordan(cons, c, *solution.gordan(), "interior")
-        if verdict is None:
-            verdict = ntp_separability(NTPData.from_arrays(data.H[:, :c], data.P, data.pi), method="lp")
-        verdicts[c] = verdict
-        return verdict.separable
+        if nested_basis and not _w_is_smaller(data, c):
+            found = cokernel_solve(Q[:, c:], *cells, data.V)
+            if found is None:
+                return None
+            iterations += found.iterations
+            W = -np.linalg.solve(R[:c, :c], Q[:, :c].T @ found.Lam).T
+            verdict = _separating(cons, torch.as_tensor(W), "interior")
+            if verdict is None and found.value > 0:
+                verdict = _cokernel_gordan(cons, c, found.U, "interior")
+            return verdict
+        found = elastic_solve(*_restricted(cons, c))
+        if found is None:
+            return None
+        iterations += found.iterations
+        verdict = _separating(cons, torch.as_tensor(found.W), "interior")
+        if verdict is None and found.value > 0:
+            verdict = _gordan(cons, c, *found.gordan(), "interior")
+        return verdict
+
+    def separable(c: int) -> bool:
+        verdicts[c] = by_interior_point(c) or ntp_separability(
+            NTPData.from_arrays(data.H[:, :c], data.P, data.pi), method="lp")
+        return verdicts[c].separable
 
     d_star = smallest_true_from(separable, guess, data.d, step=step)
     return CriticalDimension(d_star, verdicts.get(d_star), verdicts.get(d_star - 1), len(verdicts), iterations,
                              "interior")
 
 
-def _cokernel_gordan(cons: NTPConstraints, c: int, U: np.ndarray) -> SeparabilityResult | None:
+def _cokernel_gordan(cons: NTPConstraints, c: int, U: np.ndarray, method: str = "lp") -> SeparabilityResult | None:
     """The Gordan certificate y = -U on the out-of-support cells, μ = -U on the tied cells, checked on the first c
     coordinates."""
     cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
-    return _gordan(cons, c, -U[cells[0]], -U[cells[1]])
+    return _gordan(cons, c, -U[cells[0]], -U[cells[1]], method)
 
 
 def _fallback(data: NTPData, guess: int, step: int, solves: int) -> CriticalDimension:
