@@ -107,8 +107,9 @@ def critical_dimensions(task: Trial) -> TrialResult:
     :func:`~ntpbias.geometry.separability.nested.nested_critical_dimension` (the nested LP, one LP and a few warm
     re-solves, or for large LPs the interior-point search; a certificate on each side of d*), otherwise by a search
     over single verdicts (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`; plain bisection
-    without a guess). The scan takes single verdicts (the LP of :func:`~ntpbias.geometry.separability.verdict.ntp_separability`) around d* and at
-    d = m, independently of the search.
+    without a guess). The scan takes single verdicts (the LP of
+    :func:`~ntpbias.geometry.separability.verdict.ntp_separability`) around d* and at d = m, independently of the
+    search.
 
     Compatibility is decided by rank: with generic (Dirichlet) probabilities the equations (4) are solvable almost
     surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.linear.subspace.dim_F`, no Gram
