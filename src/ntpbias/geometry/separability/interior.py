@@ -73,8 +73,19 @@ class _Gaps:
         self.H = to_numpy(ineq.H).astype(np.float64)
         self.a, self.j, self.b = (np.concatenate([to_numpy(getattr(g, f)) for g in self.groups]).astype(np.int64)
                                   for f in "ajb")
+        # the off-diagonal token blocks: the rows between two of the first V - 1 tokens, grouped by token pair
+        # (min, max) and padded to the largest group; slot = (pair, position) of each such row, so that each block is
+        # one product over its own rows' contexts
         K = self.V - 1
-        self.u, self.v = np.triu_indices(K)
+        both = np.flatnonzero((self.a < K) & (self.b < K))
+        lo_tok, hi_tok = np.minimum(self.a[both], self.b[both]), np.maximum(self.a[both], self.b[both])
+        order = np.argsort(lo_tok * K + hi_tok, kind="stable")
+        self.paired, key = both[order], (lo_tok * K + hi_tok)[order]
+        self.pairs, start, count = np.unique(key, return_index=True, return_counts=True)
+        position = np.arange(len(key)) - np.repeat(start, count)
+        self.slot = (np.repeat(np.arange(len(self.pairs)), count), position)
+        self.H_pairs = np.zeros((len(self.pairs), count.max(initial=0), self.d))
+        self.H_pairs[self.slot] = self.H[self.j[self.paired]]
 
     def product(self, x: np.ndarray) -> np.ndarray:
         """G x for x the (V - 1) d unknowns."""
@@ -90,16 +101,22 @@ class _Gaps:
         return to_numpy(out[:-1]).reshape(-1)
 
     def gram(self, theta: np.ndarray) -> np.ndarray:
-        """G^T diag(θ) G ((V - 1) d square), from the token blocks H^T diag(M_{:, u, v}) H, u <= v."""
+        """G^T diag(θ) G ((V - 1) d square) by token blocks: block (u, u) = H^T diag(c_u) H with c_ju the θ of the
+        rows of context j that involve u; block (u, v) = -H^T diag(θ_uv) H over the rows between u and v only (about
+        2 m / V contexts each for small supports, so the V^2 / 2 blocks cost about as much as the V diagonal ones)."""
         V, m, d, K = self.V, self.H.shape[0], self.d, self.V - 1
-        index = np.concatenate([self.j * V * V + p * V + q
-                                for p, q in ((self.a, self.a), (self.b, self.b), (self.a, self.b), (self.b, self.a))])
-        M = np.bincount(index, np.concatenate([theta, theta, -theta, -theta]), minlength=m * V * V)
-        M = M.reshape(m, V, V)[:, self.u, self.v]  # (m, pairs)
-        blocks = ((M[:, :, None] * self.H[:, None, :]).reshape(m, -1).T @ self.H).reshape(-1, d, d)
-        N = np.empty((K, K, d, d))
-        N[self.u, self.v] = blocks
-        N[self.v, self.u] = blocks.transpose(0, 2, 1)
+        c = np.bincount(np.concatenate([self.j * V + self.a, self.j * V + self.b]), np.concatenate([theta, theta]),
+                        minlength=m * V).reshape(m, V)[:, :K]
+        N = np.zeros((K, K, d, d))
+        diagonal = ((self.H[:, None, :] * c[:, :, None]).reshape(m, -1).T @ self.H).reshape(K, d, d)
+        N[np.arange(K), np.arange(K)] = diagonal
+        if len(self.pairs):
+            weights = np.zeros(self.H_pairs.shape[:2])
+            weights[self.slot] = theta[self.paired]
+            blocks = -np.matmul((self.H_pairs * weights[:, :, None]).transpose(0, 2, 1), self.H_pairs)
+            u, v = np.divmod(self.pairs, K)
+            N[u, v] = blocks
+            N[v, u] = blocks
         return N.transpose(0, 2, 1, 3).reshape(K * d, K * d)
 
     def factor(self, theta: np.ndarray):
