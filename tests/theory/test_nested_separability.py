@@ -20,6 +20,7 @@ from scipy.optimize import linprog
 
 from ntpbias.data.ntp import NTPData
 from ntpbias.data.synthetic import random_ntp
+from ntpbias.errors import SolverError
 from ntpbias.geometry.separability import nested, nested_lp
 from ntpbias.geometry.separability.nested import nested_critical_dimension
 
@@ -78,7 +79,7 @@ def _check_certificates(found, H: np.ndarray, P: np.ndarray) -> None:
 CASES = [(2, 1, 40), (3, 1, 36), (5, 1, 40), (4, 2, 30), (5, 4, 40), (6, 3, 30), (8, 7, 40)]
 
 
-@pytest.mark.parametrize("form", ["w", "cokernel"])
+@pytest.mark.parametrize("form", ["w", "cokernel", "interior"])
 @pytest.mark.parametrize(("V", "k", "m"), CASES)
 def test_nested_d_star_matches_bisection_with_both_certificates(V, k, m, form):
     for seed in range(2):
@@ -86,7 +87,9 @@ def test_nested_d_star_matches_bisection_with_both_certificates(V, k, m, form):
         H, P = data.H.numpy().astype(np.float64), data.P.numpy()
         found = nested_critical_dimension(data, guess=m // 2, step=2, form=form)
         assert found.d_star == _bisection(H, P)
-        assert found.certified and found.method == "nested"
+        assert found.certified and found.method == ("interior" if form == "interior" else "nested")
+        if form == "interior":  # both certificates from the interior-point method itself, no LP verdict
+            assert {v.method for v in found.verdicts.values()} == {"interior"}
         _check_certificates(found, H, P)
 
 
@@ -157,7 +160,7 @@ def test_row_generation_reaches_the_whole_lps_optimum():
 def test_the_guess_changes_the_work_not_d_star(guess):
     data = random_ntp(40, 40, 3, 2, seed=3)
     expected = _bisection(data.H.numpy().astype(np.float64), data.P.numpy())
-    for form in ("w", "cokernel", "auto"):
+    for form in ("w", "cokernel", "interior", "auto"):
         assert nested_critical_dimension(data, guess, step=3, form=form).d_star == expected
 
 
@@ -171,9 +174,18 @@ def test_scaled_embeddings_give_the_same_d_star_and_W_in_user_units():
 
 def test_a_missed_certificate_falls_back_to_the_verdict_search(monkeypatch):
     data = random_ntp(30, 30, 3, 1, seed=2)
-    monkeypatch.setattr(nested, "_separating", lambda cons, W: None)
+    monkeypatch.setattr(nested, "_separating", lambda cons, W, method="lp": None)
     found = nested_critical_dimension(data, 12, step=2)
     assert found.method == "verdicts" and found.certified
+    assert found.d_star == _bisection(data.H.numpy().astype(np.float64), data.P.numpy())
+
+
+def test_where_the_interior_point_method_does_not_converge_the_lp_decides(monkeypatch):
+    data = random_ntp(30, 30, 4, 2, seed=4)
+    monkeypatch.setattr(nested, "elastic_solve", lambda ineq, eq: None)
+    monkeypatch.setattr(nested, "cokernel_solve", lambda N, out, tied, V: None)
+    found = nested_critical_dimension(data, 15, step=2, form="interior")
+    assert found.certified and {v.method for v in found.verdicts.values()} == {"lp"}
     assert found.d_star == _bisection(data.H.numpy().astype(np.float64), data.P.numpy())
 
 
@@ -182,10 +194,22 @@ def test_auto_picks_the_form_with_fewer_variables():
     assert nested._w_is_smaller(random_ntp(40, 40, 5, 1, seed=0), 13)  # 4 * 13 against 5 * 27
 
 
+def test_auto_takes_the_interior_point_search_from_400_variables():
+    assert nested._auto_form(random_ntp(400, 400, 5, 1, seed=0), 132) == "interior"  # W form, 4 x 132 = 528
+    assert nested._auto_form(random_ntp(400, 400, 3, 1, seed=0), 165) == "w"  # 2 x 165 = 330
+    assert nested._auto_form(random_ntp(400, 400, 20, 10, seed=0), 283) == "interior"  # cokernel, 20 x 117
+    assert nested._auto_form(random_ntp(400, 400, 5, 4, seed=0), 344) == "cokernel"  # 5 x 56 = 280
+
+
+def test_an_unknown_form_is_refused():
+    with pytest.raises(SolverError, match="unknown nested form 'simplex'"):
+        nested_critical_dimension(random_ntp(20, 20, 3, 1, seed=0), 10, form="simplex")
+
+
 def test_not_separable_even_at_full_dimension():
     # two contexts with the same embedding and different labels: no W separates at any d
     H = torch.tensor([[1.0, 2.0], [1.0, 2.0], [0.5, -1.0]], dtype=torch.float64)
     data = NTPData.from_arrays(H, [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
-    for form in ("w", "cokernel"):
+    for form in ("w", "cokernel", "interior"):
         found = nested_critical_dimension(data, 1, step=1, form=form)
         assert found.d_star == 3 and found.separating is None and found.not_separating.certified

@@ -22,9 +22,9 @@ class SeparabilityConfig(Config):
     trials: int = setting(100, "random datasets", ge=1)
     dirichlet: float = setting(1.0, "concentration of the in-support probabilities (compatibility needs them "
                                "generic, not equal)", gt=0)
-    method: str = setting("nested", "how d*_sep is found: nested (one LP family with warm re-solves, a certificate "
-                          "on each side of d*), or a search over single verdicts by lp (HiGHS + certificate), dual or "
-                          "auto", choices=METHODS)
+    method: str = setting("nested", "how d*_sep is found: nested (one LP family with warm re-solves, or an "
+                          "interior-point search for large LPs; a certificate on each side of d*), or a search over "
+                          "single verdicts by lp (HiGHS + certificate), dual or auto", choices=METHODS)
     scan: int = setting(3, "trials whose verdicts are also computed around d* and at d = m (consistency check)", ge=0)
     device: str = setting("cpu", "accepted for the train command's contract; the verdicts are LPs solved on the CPU",
                           pattern=DEVICE_PATTERN,

@@ -2,7 +2,8 @@
 
 ``trials.csv`` has one row per dataset: ``V, k, m, trial, d_sep, d_comp`` (critical dimensions), ``d_comp_bound``
 (the support-count bound on d_comp), ``solves`` (separability verdicts taken), ``certified`` (those certified),
-``lp_runs`` (HiGHS runs behind them), compatibility residuals, ``scanned``, ``consistent``, ``seconds``.
+``lp_runs`` (solver runs behind them: HiGHS runs, or interior-point verdicts), compatibility residuals,
+``scanned``, ``consistent``, ``seconds``.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class TrialResult:
         smallest among incompatible ones (NaN when none)
     scanned, consistent : whether the consistency scan ran, and whether its verdicts switched exactly at d*
     seconds : time of the trial
-    lp_runs : HiGHS runs behind the separability verdicts (the nested LP's runs, one per single verdict)
+    lp_runs : solver runs behind the separability verdicts (the nested LP's HiGHS runs, the interior-point search's
+        verdicts, one per single verdict)
     """
 
     V: int
@@ -101,12 +103,13 @@ def critical_dimensions(task: Trial) -> TrialResult:
     """The trial's critical dimensions (module docstring), searched from the trial's guesses; optionally a scan
     around them.
 
-    d*_sep: with ``method="nested"`` by the nested LP
-    (:func:`~ntpbias.geometry.separability.nested.nested_critical_dimension`: one LP and a few warm re-solves, a
-    certificate on each side of d*), otherwise by a search over single verdicts
-    (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`; plain bisection without a guess). The scan
-    takes single verdicts (the LP of :func:`~ntpbias.geometry.separability.verdict.ntp_separability`) around d* and at
-    d = m, independently of the search.
+    d*_sep: with ``method="nested"`` by
+    :func:`~ntpbias.geometry.separability.nested.nested_critical_dimension` (the nested LP, one LP and a few warm
+    re-solves, or for large LPs the interior-point search; a certificate on each side of d*), otherwise by a search
+    over single verdicts (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`; plain bisection
+    without a guess). The scan takes single verdicts (the LP of
+    :func:`~ntpbias.geometry.separability.verdict.ntp_separability`) around d* and at d = m, independently of the
+    search.
 
     Compatibility is decided by rank: with generic (Dirichlet) probabilities the equations (4) are solvable almost
     surely iff they are independent, dim F = Σ_j (|S_j| - 1) (:func:`~ntpbias.geometry.linear.subspace.dim_F`, no Gram

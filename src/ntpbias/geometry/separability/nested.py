@@ -63,11 +63,13 @@ import torch
 
 from ..._tensor import to_numpy
 from ...data.ntp import NTPData
+from ...errors import SolverError
 from ..constraints import NTPConstraints, constraints
 from ..scaling import in_user_units, normalized
 from .cokernel import RANK_RTOL
+from .interior import cokernel_solve, elastic_solve
 from .nested_lp import CokernelForm, WForm, geometric
-from .verdict import CERT_TOL, SeparabilityResult, critical_dimension
+from .verdict import CERT_TOL, SeparabilityResult, critical_dimension, ntp_separability, smallest_true_from
 
 #: the first LP starts ABOVE * step beyond the guess (above it in the W form, below it in the cokernel form)
 ABOVE = 1.5
@@ -77,6 +79,13 @@ ABOVE = 1.5
 WINDOW, MAX_RATIO, WEIGHT_RANGE = 10, 5.0, 1e6
 #: ``form="auto"`` takes the W form when its variables are fewer than COKERNEL_FAVOUR x the cokernel form's
 COKERNEL_FAVOUR = 0.9
+#: ... and the interior-point search instead of that form's LP from this many variables at the guess (measured at
+#: m = 400, CPU s a dataset, interior against LP: W form (5, 1) 1.6 / 2.5 (528 variables), (3, 1) 0.6 / 0.5 (330);
+#: cokernel form (5, 2) 2.1 / 2.3 (875), (10, 5) 2.6 / 6.4 (1270), (20, 10) 4.1-5.1 / 130-324 (2340), (3, 2)
+#: 0.6 / 0.35 (324), (5, 4) 0.47 / 0.11 (280))
+INTERIOR_MIN_VARIABLES = 400
+#: ``form`` choices of :func:`nested_critical_dimension`
+FORMS = ("auto", "w", "cokernel", "interior")
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,11 +101,13 @@ class CriticalDimension:
     not_separating : SeparabilityResult or None
         The verdict at d* - 1: Gordan multipliers (y, μ) (None when d* = 1: no coordinate, no logit).
     solves : int
-        LP runs (the nested LP's cold and warm runs, or the verdict search's LPs).
+        Solver runs (the nested LP's cold and warm runs, the interior-point verdicts, or the verdict search's LPs).
     iterations : int
-        Simplex iterations of the nested LP's runs (0 for the verdict search).
+        Simplex iterations of the nested LP's runs, interior-point iterations of the interior search (0 for the
+        verdict search).
     method : str
-        ``"nested"`` (this module's LP) or ``"verdicts"`` (the verdict search, after a certificate missed).
+        ``"nested"`` (this module's LP), ``"interior"`` (the interior-point search) or ``"verdicts"`` (the verdict
+        search, after a certificate missed).
 
     Examples
     --------
@@ -134,12 +145,15 @@ def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1, form:
     guess : where d* is expected (e.g. round(δ* m), :func:`~ntpbias.geometry.separability.thresholds.
         separability_threshold`); it changes the cost, never d*
     step : about the spread of d* around the guess
-    form : ``"auto"`` (the LP with fewer variables at the guess, :func:`_w_is_smaller`), ``"w"`` or ``"cokernel"``
+    form : ``"auto"`` (:func:`_auto_form`: the LP form with fewer variables at the guess, or the interior-point
+        search from :data:`INTERIOR_MIN_VARIABLES` variables on), ``"w"``, ``"cokernel"`` or ``"interior"``
 
     Returns
     -------
     CriticalDimension, with the verdicts in the user's units (W scaled as in :func:`ntp_separability`)
     """
+    if form not in FORMS:
+        raise SolverError(f"unknown nested form {form!r}; choose {', '.join(FORMS)}")
     unit, scale = normalized(data)
     guess, step = min(max(int(guess), 1), data.d), max(int(step), 1)
     cons = constraints(unit)
@@ -147,12 +161,23 @@ def nested_critical_dimension(data: NTPData, guess: int, *, step: int = 1, form:
         found = _fallback(unit, guess, step, 0)
     else:
         if form == "auto":
-            form = "w" if _w_is_smaller(unit, guess) else "cokernel"
-        found = (_w_search if form == "w" else _cokernel_search)(unit, cons, guess, step)
+            form = _auto_form(unit, guess)
+        search = {"w": _w_search, "cokernel": _cokernel_search, "interior": _interior_search}[form]
+        found = search(unit, cons, guess, step)
     if scale == 1.0:
         return found
     sep = found.separating
     return replace(found, separating=None if sep is None else replace(sep, W=in_user_units(sep.W, scale)))
+
+
+def _auto_form(data: NTPData, guess: int) -> str:
+    """The LP of the form with fewer variables at the guess (:func:`_w_is_smaller`), or the interior-point search
+    when that form has at least :data:`INTERIOR_MIN_VARIABLES` variables."""
+    w_smaller = _w_is_smaller(data, guess)
+    variables = (data.V - 1) * guess if w_smaller else data.V * (data.m - guess)
+    if variables >= INTERIOR_MIN_VARIABLES:
+        return "interior"
+    return "w" if w_smaller else "cokernel"
 
 
 def _w_is_smaller(data: NTPData, d: int) -> bool:
@@ -234,11 +259,56 @@ def _cokernel_search(data: NTPData, cons: NTPConstraints, guess: int, step: int)
         return CriticalDimension(f + 1, separating, not_separating, spent + lp.runs, lp.iterations, "nested")
 
 
-def _cokernel_gordan(cons: NTPConstraints, c: int, U: np.ndarray) -> SeparabilityResult | None:
+def _interior_search(data: NTPData, cons: NTPConstraints, guess: int, step: int) -> CriticalDimension:
+    """The search from the guess (:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`) with a verdict
+    per dimension by the interior-point method (:mod:`~ntpbias.geometry.separability.interior`), in W coordinates or
+    cokernel coordinates, whichever has fewer variables at that dimension (:func:`_w_is_smaller`), both
+    certificates checked; a dimension where the method does not converge or a certificate misses the tolerance gets
+    the LP verdict of :func:`~ntpbias.geometry.separability.verdict.ntp_separability` instead."""
+    H = to_numpy(data.H).astype(np.float64)
+    Q, R = np.linalg.qr(H, mode="complete")
+    diag = np.abs(np.diag(R))
+    nested_basis = diag.size > 0 and diag.min() > RANK_RTOL * diag.max()  # else no cokernel coordinates
+    cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
+    verdicts: dict[int, SeparabilityResult] = {}
+    iterations = 0
+
+    def by_interior_point(c: int) -> SeparabilityResult | None:
+        nonlocal iterations
+        if nested_basis and not _w_is_smaller(data, c):
+            found = cokernel_solve(Q[:, c:], *cells, data.V)
+            if found is None:
+                return None
+            iterations += found.iterations
+            W = -np.linalg.solve(R[:c, :c], Q[:, :c].T @ found.Lam).T
+            verdict = _separating(cons, torch.as_tensor(W), "interior")
+            if verdict is None and found.value > 0:
+                verdict = _cokernel_gordan(cons, c, found.U, "interior")
+            return verdict
+        found = elastic_solve(*_restricted(cons, c))
+        if found is None:
+            return None
+        iterations += found.iterations
+        verdict = _separating(cons, torch.as_tensor(found.W), "interior")
+        if verdict is None and found.value > 0:
+            verdict = _gordan(cons, c, *found.gordan(), "interior")
+        return verdict
+
+    def separable(c: int) -> bool:
+        verdicts[c] = by_interior_point(c) or ntp_separability(
+            NTPData.from_arrays(data.H[:, :c], data.P, data.pi), method="lp")
+        return verdicts[c].separable
+
+    d_star = smallest_true_from(separable, guess, data.d, step=step)
+    return CriticalDimension(d_star, verdicts.get(d_star), verdicts.get(d_star - 1), len(verdicts), iterations,
+                             "interior")
+
+
+def _cokernel_gordan(cons: NTPConstraints, c: int, U: np.ndarray, method: str = "lp") -> SeparabilityResult | None:
     """The Gordan certificate y = -U on the out-of-support cells, μ = -U on the tied cells, checked on the first c
     coordinates."""
     cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
-    return _gordan(cons, c, -U[cells[0]], -U[cells[1]])
+    return _gordan(cons, c, -U[cells[0]], -U[cells[1]], method)
 
 
 def _fallback(data: NTPData, guess: int, step: int, solves: int) -> CriticalDimension:
@@ -248,12 +318,16 @@ def _fallback(data: NTPData, guess: int, step: int, solves: int) -> CriticalDime
                              "verdicts")
 
 
+#: who found a certificate (``method`` of the verdict -> its reason)
+_SOURCE = {"lp": "the nested LP", "interior": "the interior-point method"}
+
+
 def _restricted(cons: NTPConstraints, c: int):
     """The constraints on the first ``c`` coordinates, in float64."""
     return tuple(replace(g, H=g.H[:, :c].to(torch.float64)) for g in (cons.ineq, cons.eq))
 
 
-def _separating(cons: NTPConstraints, W: torch.Tensor) -> SeparabilityResult | None:
+def _separating(cons: NTPConstraints, W: torch.Tensor, method: str = "lp") -> SeparabilityResult | None:
     """W (V, c) rescaled to margin 1 and checked on the first c coordinates (None when it misses the tolerance)."""
     ineq, eq = _restricted(cons, W.shape[1])
     W = W.to(torch.float64)
@@ -266,11 +340,12 @@ def _separating(cons: NTPConstraints, W: torch.Tensor) -> SeparabilityResult | N
     if residual > CERT_TOL:
         return None
     return SeparabilityResult(True, W, None, None, residual, True,
-                              "the nested LP found W in F^⊥ with every in-support logit at least 1 above every "
-                              "out-of-support logit")
+                              f"{_SOURCE[method]} found W in F^⊥ with every in-support logit at least 1 above every "
+                              "out-of-support logit", method=method)
 
 
-def _gordan(cons: NTPConstraints, c: int, y: np.ndarray, mu: np.ndarray) -> SeparabilityResult | None:
+def _gordan(cons: NTPConstraints, c: int, y: np.ndarray, mu: np.ndarray,
+            method: str = "lp") -> SeparabilityResult | None:
     """Multipliers y (ineq rows), μ (eq rows) normalized to Σy = 1 and checked on the first c coordinates (None when y
     is not nonnegative or the residual misses the tolerance)."""
     total = float(y.sum())
@@ -283,4 +358,5 @@ def _gordan(cons: NTPConstraints, c: int, y: np.ndarray, mu: np.ndarray) -> Sepa
         return None
     return SeparabilityResult(False, None, y, mu, resid, True,
                               "no W in F^⊥ separates in-support from out-of-support tokens (Gordan certificate from "
-                              "the nested LP: a convex combination of the separation constraints that cancels out)")
+                              f"{_SOURCE[method]}: a convex combination of the separation constraints that cancels "
+                              "out)", method=method)

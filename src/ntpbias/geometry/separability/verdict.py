@@ -80,7 +80,8 @@ class SeparabilityResult:
     reason : str
         One line saying why (shown in reports).
     method : str
-        What decided: ``"lp"``, ``"dual"``, or ``"trivial"`` (no out-of-support token).
+        What decided: ``"lp"``, ``"dual"``, ``"interior"`` (the interior-point search of
+        :mod:`~ntpbias.geometry.separability.nested`) or ``"trivial"`` (no out-of-support token).
     svm : SVMResult or None
         With ``method="dual"`` on separable data: the NTP-SVM solution whose W^mm served as the certificate.
     """
