@@ -22,7 +22,7 @@ from ntpbias.geometry.separability.verdict import ntp_separability
 from ntpbias.geometry.solvers import dual as dual_mod
 from ntpbias.geometry.solvers.dual import DIVERGENCE_TOL, solve_dual
 from ntpbias.geometry.solvers.dual_forms import dual_form
-from ntpbias.geometry.solvers.gram import ConstraintOps, gram_solve, min_norm_lstsq
+from ntpbias.geometry.solvers.gram import ConstraintOps, gram_solve, min_norm_lstsq, sq_row_norms
 
 F64 = torch.float64
 
@@ -254,6 +254,15 @@ def test_gram_solve_matches_dense_and_is_batched():
     nu, relres, _ = gram_solve(A, rhs)
     assert float(relres.max()) <= 1e-12
     np.testing.assert_allclose(nu.numpy(), torch.linalg.solve(G, rhs.T).T.numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_sq_row_norms_are_the_row_dots(dtype):
+    M = torch.randn(7, 5, dtype=F64, generator=torch.Generator().manual_seed(4))
+    want = torch.einsum("ij,ij->i", M, M)  # in float64 from the float64 matrix
+    got = sq_row_norms(M.to(dtype))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.double().numpy(), want.numpy(), rtol=10 * torch.finfo(dtype).eps)
 
 
 def test_min_norm_lstsq_matches_pseudoinverse_on_inconsistent_system():

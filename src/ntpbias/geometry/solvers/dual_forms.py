@@ -11,7 +11,7 @@ import math
 import torch
 
 from ...errors import SolverError
-from .gram import ConstraintOps
+from .gram import ConstraintOps, sq_row_norms
 
 
 class RowForm:
@@ -184,7 +184,7 @@ class CellForm:
         self.n_free = torch.zeros(m, dtype=dtype, device=free.device).index_add_(
             0, self.free_col, torch.ones_like(self.free_col, dtype=dtype))
         self.c = (~free).view(p, m).to(dtype)  # -(D) = ½||Λ H||² + Σ_ineq Λ[b_i, j_i]
-        hh = (ops.H * ops.H).sum(1)  # the Hessian's diagonal at every cell of column j: K_jj (as GroupForm's)
+        hh = sq_row_norms(ops.H)  # the Hessian's diagonal at every cell of column j: K_jj (as GroupForm's)
         floor = float(hh.max()) * 1e-12 if hh.numel() else 1.0
         self.scale = (1.0 / hh.clamp(min=max(floor, 1e-300)))[None, :]
         self.row_norm = float((2 * hh.max()).sqrt())  # max_i ||A_i||: ||(e_a - e_b) h_j^T||² = 2 K_jj
@@ -247,12 +247,12 @@ class CellForm:
         xf = X.reshape(-1).index_select(0, self.free_idx)
         s_free = torch.zeros(m, dtype=X.dtype, device=X.device).index_add_(0, col, xf)
         tau = X.mean(0) if tau is None else tau.reshape(m)
+        Xin = X.reshape(-1).index_fill(0, self.free_idx, math.inf).view(X.shape)  # free cells never enter S
         count = None
         for _ in range(self.shape[0] + 2):  # nested sets: at most one step per cell leaving, then one more
-            M = (X - tau).clamp_(max=0)
-            mf = (xf - tau.index_select(0, col)).clamp(max=0)  # the free cells' share of M
-            s_in = M.sum(0).index_add_(0, col, mf, alpha=-1)
-            n_in = M.sign().sum(0).index_add_(0, col, mf.sign(), alpha=-1).neg_()  # M <= 0: its sign counts
+            M = (Xin - tau).clamp_(max=0)  # min(x - τ, 0) at inequality cells, 0 at free ones
+            s_in = M.sum(0)
+            n_in = M.sign().sum(0).neg_()  # M <= 0: its sign counts S
             if count is not None and torch.equal(n_in, count):
                 break
             count = n_in
@@ -261,7 +261,7 @@ class CellForm:
                 break
             tau = tau_next
         else:  # a rounding cycle (never seen): the last roots
-            M = (X - tau).clamp_(max=0)
+            M = (Xin - tau).clamp_(max=0)
         M.view(-1)[self.free_idx] = xf - tau.index_select(0, col)
         return M, tau[None, :]
 
