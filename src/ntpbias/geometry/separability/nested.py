@@ -1,4 +1,5 @@
-"""The critical dimension of NTP-separability along nested coordinates: one LP, warm re-solves, both certificates.
+"""The critical dimension of NTP-separability along nested coordinates: one LP and warm re-solves, or an
+interior-point search for large LPs; both certificates.
 
 For data with embeddings H (m x d), d* is the smallest d' such that the data restricted to the first d' coordinates
 of H are NTP-separable (Def. 2 of paper A). Separability is monotone along nested coordinates (a separating W, padded
@@ -52,6 +53,14 @@ in float64 on the data's own constraints (:class:`~ntpbias.geometry.constraints.
 tolerance), y normalized to Σy = 1 with residual ||A_in^T y + A_eq^T μ|| <= CERT_TOL. Where a certificate misses the
 tolerance, or HiGHS stops for another reason, the verdict search takes over (``method="verdicts"``), with its own
 certificates checked the same way.
+
+**Interior-point search** (large LPs: from :data:`INTERIOR_MIN_VARIABLES` variables in the smaller form at the guess).
+The simplex method's cost on these dense LPs is thousands of pivots; instead the search from the guess
+(:func:`~ntpbias.geometry.separability.verdict.smallest_true_from`) takes one verdict per dimension by the
+interior-point method of :mod:`~ntpbias.geometry.separability.interior` (the elastic LP pair, in W or cokernel
+coordinates, whichever is smaller at that dimension), each certificate checked as above; a dimension where it does
+not converge or a certificate misses gets the LP verdict of
+:func:`~ntpbias.geometry.separability.verdict.ntp_separability`.
 """
 
 from __future__ import annotations
