@@ -65,7 +65,7 @@ class TrialResult:
     residual_compatible, residual_incompatible : largest compatibility residual among compatible verdicts and
         smallest among incompatible ones (NaN when none)
     scanned, consistent : whether the consistency scan ran, and whether its verdicts switched exactly at d*
-    seconds : time of the trial
+    seconds : CPU seconds of the trial (process time: the report's "CPU seconds in the trials" adds them up)
     lp_runs : solver runs behind the separability verdicts (the nested LP's HiGHS runs, the interior-point search's
         verdicts, one per single verdict)
     """
@@ -121,7 +121,7 @@ def critical_dimensions(task: Trial) -> TrialResult:
     On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
     and must agree with it (its residuals are the ``residual_*`` columns).
     """
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     full = trial_dataset(task)
     cache: dict[int, NTPData] = {}
     sep: dict[int, bool] = {0: False}
@@ -181,7 +181,7 @@ def critical_dimensions(task: Trial) -> TrialResult:
     return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, support_count_bound(full.support),
                        counts["solves"], counts["certified"],
                        max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
-                       task.scan, bool(consistent), time.perf_counter() - t0, counts["lp_runs"])
+                       task.scan, bool(consistent), time.process_time() - t0, counts["lp_runs"])
 
 
 def compatible_from(pred, bound: int, m: int) -> int:
