@@ -70,3 +70,15 @@ def test_the_optimal_value_is_the_elastic_lps_on_both_sides_of_d_star(V, k, m):
         assert interior.cokernel_solve(Q[:, d:], *cells, V).value == pytest.approx(expected, rel=1e-7, abs=1e-7)
         values.append(expected)
     assert min(values) < 1e-7 < max(values)  # separable and not separable dimensions both met
+
+
+def test_a_failed_factorization_is_no_answer(monkeypatch):
+    """A Cholesky factorization that fails (a normal matrix not positive definite in floating point) ends the method
+    without an answer, so that the caller takes the LP verdict, instead of raising."""
+    ineq, eq = _groups(4, 2, 24, 10, seed=0)
+
+    def fail(self, theta):
+        raise np.linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(interior._Gaps, "factor", fail)
+    assert interior.elastic_solve(ineq, eq) is None

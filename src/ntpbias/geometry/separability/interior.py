@@ -158,7 +158,11 @@ class ElasticSolution:
             if np.linalg.norm(r) <= POLISH_TOL:
                 break
             weight = np.r_[x[:n_in], np.ones(len(x) - n_in)]
-            x = x - weight * G.product(sl.cho_solve(G.factor(weight), r, check_finite=False))
+            try:
+                F = G.factor(weight)
+            except np.linalg.LinAlgError:  # the caller's check then refuses the candidate
+                break
+            x = x - weight * G.product(sl.cho_solve(F, r, check_finite=False))
             x[:n_in] = np.maximum(x[:n_in], 0)
             x /= x[:n_in].sum()
         return x[:n_in], x[n_in:]
@@ -180,7 +184,8 @@ def elastic_solve(ineq: LogitGaps, eq: LogitGaps) -> ElasticSolution | None:
 
 class _BoxLP:
     """Mehrotra's predictor-corrector method for  minimize c^T x  subject to  lo <= x <= hi,  x in a subspace S
-    (the subclass says which, and solves the Newton system). x has slacks s_lo = x - lo, s_hi = hi - x, kept as
+    (the subclass says which and defines ``residuals()``, ``factor()``, ``newton(r_lo, r_hi)`` and
+    ``shift(primal, dual, a_p, a_d)`` for its own variables). x has slacks s_lo = x - lo, s_hi = hi - x, kept as
     variables so that they stay positive to the last digit, and bound multipliers z_lo, z_hi."""
 
     def __init__(self, c: np.ndarray, lo: np.ndarray, hi: np.ndarray):
@@ -190,7 +195,8 @@ class _BoxLP:
         self.z_lo, self.z_hi = np.ones(len(c)), np.ones(len(c))
 
     def run(self) -> int | None:
-        """Iterate to the tolerances; the number of iterations, or None without convergence."""
+        """Iterate to the tolerances; the number of iterations, or None without convergence (or where a
+        factorization fails)."""
         n = len(self.c)
         for count in range(MAX_ITER + 1):
             primal_res, dual_res = self.residuals()
@@ -202,7 +208,10 @@ class _BoxLP:
             if mu < MU_FLOOR or (self._worst(primal_res) < TOL * scale and self._worst(dual_res) < TOL
                                  and abs(primal - dual) < GAP_TOL * scale):
                 return count
-            self.factor()
+            try:
+                self.factor()
+            except np.linalg.LinAlgError:
+                return None
             affine = self._direction(-self.s_lo * self.z_lo, -self.s_hi * self.z_hi)
             a_p, a_d = self._longest(affine)
             dx, dz_lo, dz_hi = affine[:3]
