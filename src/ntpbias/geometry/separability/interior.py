@@ -222,6 +222,10 @@ class _BoxLP:
                                        sigma_mu - self.s_hi * self.z_hi + dx * dz_hi))
         return None
 
+    def _barrier(self) -> np.ndarray:
+        """The barrier's diagonal z_lo / s_lo + z_hi / s_hi (Θ^{-1} of the Newton system)."""
+        return self.z_lo / self.s_lo + self.z_hi / self.s_hi
+
     @staticmethod
     def _worst(residuals) -> float:
         return max((float(np.abs(r).max()) for r in residuals if r.size), default=0.0)
@@ -260,7 +264,7 @@ class _NullSpace(_BoxLP):
         return (self.r_p,), (self.r_d,)
 
     def factor(self) -> None:
-        self.theta = 1 / (self.z_lo / self.s_lo + self.z_hi / self.s_hi)
+        self.theta = 1 / self._barrier()
         self.F = self.G.factor(self.theta)
 
     def newton(self, r_lo, r_hi):
@@ -359,7 +363,7 @@ class _CellRange(_BoxLP):
     def factor(self) -> None:
         """D = z_lo / s_lo + z_hi / s_hi, the token blocks K_v = N^T diag(D_{:, v}) N inverted, S = Σ_v K_v^{-1}."""
         N, (m, r) = self.N, self.N.shape
-        self.D = self.z_lo / self.s_lo + self.z_hi / self.s_hi
+        self.D = self._barrier()
         K = ((N[:, None, :] * self.cell_matrix(self.D)[:, :, None]).reshape(m, -1).T @ N).reshape(self.V, r, r)
         K[:, np.arange(r), np.arange(r)] += REGULARIZATION * K.diagonal(axis1=1, axis2=2).max()
         self.Kinv = np.linalg.inv(K)

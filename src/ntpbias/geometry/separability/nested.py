@@ -231,13 +231,12 @@ def _w_search(data: NTPData, cons: NTPConstraints, guess: int, step: int) -> Cri
 
 def _cokernel_search(data: NTPData, cons: NTPConstraints, guess: int, step: int) -> CriticalDimension:
     """The cokernel form's search (module docstring)."""
-    H = to_numpy(data.H).astype(np.float64)
     m, d, reach = data.m, data.d, round(ABOVE * step)
-    Q, R = np.linalg.qr(H, mode="complete")
-    diag = np.abs(np.diag(R))
-    if diag.size == 0 or diag.min() <= RANK_RTOL * diag.max():  # nested columns not independent
+    basis = _nested_basis(data)
+    if basis is None:
         return _fallback(data, guess, step, 0)
-    out = tuple(to_numpy(x).astype(np.int64) for x in (cons.ineq.j, cons.ineq.b))
+    Q, R = basis
+    out = _cells(cons)[0]
     lo, spent = max(0, guess - reach), 0
     while True:
         stop = min(m, max(lo + WINDOW, guess + reach))
@@ -260,8 +259,7 @@ def _cokernel_search(data: NTPData, cons: NTPConstraints, guess: int, step: int)
         if f + 1 > d:  # not separable with every coordinate
             return CriticalDimension(d + 1, None, _cokernel_gordan(cons, f, lp.U()), spent + lp.runs,
                                      lp.iterations, "nested")
-        W = -np.linalg.solve(R[:f + 1, :f + 1], Q[:, :f + 1].T @ lp.multipliers()).T
-        separating = _separating(cons, torch.as_tensor(W, dtype=data.H.dtype))
+        separating = _separating(cons, _cokernel_W(Q, R, f + 1, lp.multipliers()))
         not_separating = _cokernel_gordan(cons, f, lp.U()) if f > 0 else None
         if separating is None or (f > 0 and not_separating is None):
             return _fallback(data, guess, step, spent + lp.runs)
@@ -274,23 +272,20 @@ def _interior_search(data: NTPData, cons: NTPConstraints, guess: int, step: int)
     cokernel coordinates, whichever has fewer variables at that dimension (:func:`_w_is_smaller`), both
     certificates checked; a dimension where the method does not converge or a certificate misses the tolerance gets
     the LP verdict of :func:`~ntpbias.geometry.separability.verdict.ntp_separability` instead."""
-    H = to_numpy(data.H).astype(np.float64)
-    Q, R = np.linalg.qr(H, mode="complete")
-    diag = np.abs(np.diag(R))
-    nested_basis = diag.size > 0 and diag.min() > RANK_RTOL * diag.max()  # else no cokernel coordinates
-    cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
+    basis = _nested_basis(data)  # None: no cokernel coordinates
+    cells = _cells(cons)
     verdicts: dict[int, SeparabilityResult] = {}
     iterations = 0
 
     def by_interior_point(c: int) -> SeparabilityResult | None:
         nonlocal iterations
-        if nested_basis and not _w_is_smaller(data, c):
+        if basis is not None and not _w_is_smaller(data, c):
+            Q, R = basis
             found = cokernel_solve(Q[:, c:], *cells, data.V)
             if found is None:
                 return None
             iterations += found.iterations
-            W = -np.linalg.solve(R[:c, :c], Q[:, :c].T @ found.Lam).T
-            verdict = _separating(cons, torch.as_tensor(W), "interior")
+            verdict = _separating(cons, _cokernel_W(Q, R, c, found.Lam), "interior")
             if verdict is None and found.value > 0:
                 verdict = _cokernel_gordan(cons, c, found.U, "interior")
             return verdict
@@ -316,8 +311,27 @@ def _interior_search(data: NTPData, cons: NTPConstraints, guess: int, step: int)
 def _cokernel_gordan(cons: NTPConstraints, c: int, U: np.ndarray, method: str = "lp") -> SeparabilityResult | None:
     """The Gordan certificate y = -U on the out-of-support cells, μ = -U on the tied cells, checked on the first c
     coordinates."""
-    cells = [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
-    return _gordan(cons, c, -U[cells[0]], -U[cells[1]], method)
+    out, tied = _cells(cons)
+    return _gordan(cons, c, -U[out], -U[tied], method)
+
+
+def _nested_basis(data: NTPData) -> tuple[np.ndarray, np.ndarray] | None:
+    """H = Q R (Q complete, m x m): Q[:, c:] spans the cokernel of the first c columns; None when the nested columns
+    are not independent (a diagonal entry of R below RANK_RTOL x the largest)."""
+    Q, R = np.linalg.qr(to_numpy(data.H).astype(np.float64), mode="complete")
+    diag = np.abs(np.diag(R))
+    return (Q, R) if diag.size and diag.min() > RANK_RTOL * diag.max() else None
+
+
+def _cokernel_W(Q: np.ndarray, R: np.ndarray, c: int, Lam: np.ndarray) -> torch.Tensor:
+    """The separating W (V, c) of cell multipliers Λ (m, V) with Q_{:, i}^T Λ constant across tokens for i >= c:
+    W^T = -R_c^{-1} Q_{:, :c}^T Λ (module docstring, cokernel form)."""
+    return torch.as_tensor(-np.linalg.solve(R[:c, :c], Q[:, :c].T @ Lam).T)
+
+
+def _cells(cons: NTPConstraints) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(context, token) of the out-of-support cells (the ineq rows' b) and of the tied cells (the eq rows' b)."""
+    return [tuple(to_numpy(x).astype(np.int64) for x in (g.j, g.b)) for g in (cons.ineq, cons.eq)]
 
 
 def _fallback(data: NTPData, guess: int, step: int, solves: int) -> CriticalDimension:
