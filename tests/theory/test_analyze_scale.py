@@ -78,6 +78,27 @@ def test_dim_F_formula_matches_gram_rank(m, d, V, k, seed):
     assert dim_F(data) == DataSubspace(data, "exact").dim
 
 
+@pytest.mark.parametrize("shape,rank", [((9, 5), 5), ((5, 9), 5), ((12, 7), 4), ((6, 8), 3), ((4, 3), 0), ((7, 7), 7)])
+def test_left_null_basis_against_numpy(shape, rank):
+    """An orthonormal basis of the left null space of X, of dimension n - rank X (numpy's SVD rank): the QR path
+    at full rank, the SVD path below it, the zero matrix."""
+    n, d = shape
+    g = np.random.default_rng(n * 100 + d + rank)
+    X = g.standard_normal((n, rank)) @ g.standard_normal((rank, d)) if rank else np.zeros(shape)
+    B = sub_mod._left_null_basis(torch.from_numpy(X)).numpy()
+    assert B.shape == (n, n - np.linalg.matrix_rank(X)) == (n, n - rank)
+    assert np.allclose(B.T @ B, np.eye(n - rank), atol=1e-12)
+    assert np.abs(B.T @ X).max(initial=0) < 1e-12 * max(1.0, np.abs(X).max())
+
+
+@pytest.mark.parametrize("m,d,V,k,seed", [(40, 31, 5, 4, 4), (40, 29, 5, 4, 4), (60, 51, 8, 7, 5)])
+def test_dim_F_near_the_counting_bound(m, d, V, k, seed):
+    """|J_v| a little above d for some tokens (a few null directions each, the QR path), below it for others, on both
+    sides of compatibility: the rank of eq. (4) itself."""
+    data = random_ntp(m, d, V, k, seed=seed)
+    assert dim_F(data) == DataSubspace(data, "exact").dim
+
+
 def test_dim_F_with_repeated_embeddings():
     H = torch.randn(6, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     H = torch.cat([H, H[:3], 2 * H[:1]])  # repeated and collinear contexts
