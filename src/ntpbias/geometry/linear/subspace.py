@@ -165,7 +165,7 @@ def dim_F(data: NTPData) -> int:
     the left null space N_v of H[J_v] (dimension n_v = |J_v| - rank H[J_v]) and the columns of U sum to zero.
     With U[v, J_v] = B_v c_v (B_v an orthonormal basis of N_v) the kernel is {(c_v) : M c = 0},
     M = [E_1 B_1 ... E_V B_V] (E_v embeds R^{J_v} in R^m), so its dimension is Σ_v n_v - rank M, and
-    rank M = rank M M^T with M M^T = Σ_v (E_v B_v)(E_v B_v)^T (m x m). The bases come from
+    rank M = rank M M^T with M M^T = Σ_v E_v B_v B_v^T E_v^T (m x m). The bases come from
     :func:`_left_null_basis` (one Householder QR per token where H[J_v] has full rank, as Gaussian embeddings have);
     when every n_v is 0, dim F = Σ_j (S_j - 1) without forming M M^T.
 
@@ -190,8 +190,7 @@ def dim_F(data: NTPData) -> int:
             n_null += B.shape[1]
             if MMt is None:
                 MMt = torch.zeros(data.m, data.m, dtype=H.dtype, device=H.device)
-            EB = torch.zeros(data.m, B.shape[1], dtype=H.dtype, device=H.device).index_copy_(0, J, B)
-            MMt.addmm_(EB, EB.T)
+            MMt[J[:, None], J] += B @ B.T  # E_v B_v B_v^T E_v^T: |J_v|^2 cells, not m^2
     if MMt is None:
         return R
     return R - (n_null - int(torch.linalg.matrix_rank(MMt, hermitian=True, rtol=RANK_RTOL ** 2)))

@@ -3,8 +3,9 @@
 The accelerated gradient of :mod:`ntpbias.geometry.solvers.apg` spends its time in two matrix products per step,
 W = Λ H (the scatter side) and L = W H^T (the logits). In bfloat16 they run faster than in float32 on CPUs
 with native bfloat16 dot products (AVX512-BF16; at every one-hot benchmark size: 3.5-4.5x on the machine of the first
-measurements, 2.0-2.3x on an AMD EPYC whose float32 products already reach 70-80% of their peak) and on GPUs, but a bfloat16 product has a relative error of about 2^-9 ≈ 2e-3 of its result: gaps computed
-that way are off by 1e-2, two orders above the accuracy the face identification needs.
+measurements, 2.0-2.3x on an AMD EPYC whose float32 products already reach 70-80% of their peak) and on GPUs, but
+a bfloat16 product has a relative error of about 2^-9 ≈ 2e-3 of its result: gaps computed that way are off by 1e-2,
+two orders above the accuracy the face identification needs.
 
 The error is relative to what is multiplied, so the products here multiply increments. With an *anchor*
 (Λ_a, W_a = Λ_a H, L_a = W_a H^T) computed in the working precision,
