@@ -61,7 +61,7 @@ PAPER_CONFIGS = ((2, 1), (3, 1), (3, 2), (5, 1), (5, 2), (5, 4), (10, 1), (10, 2
 #: scale: d*/m concentrates like 1/sqrt(m), so fewer datasets at larger m keep the intervals comparable; the extra
 #: sizes follow the measured cost per dataset (docs/benchmarks.md). Every pair has the same datasets per size up to
 #: m = 400 (the binary one-hot reference more); the limits that V = 10 and 20 had at m = 200 and 400 went when the
-#: interior-point search made those points 30-80x cheaper.
+#: interior-point search made those points 7-80x cheaper.
 SCALE_GRID = {
     "smoke": {"configs": ((2, 1), (5, 1), (5, 2)), "m": (12,), "trials": 24, "cover_trials": 48},
     "quick": {"configs": ((2, 1), (10, 1), (10, 3), (10, 6)), "m": (40,), "trials": 60, "cover_trials": 200},
