@@ -204,7 +204,7 @@ def _left_null_basis(X: torch.Tensor) -> torch.Tensor:
     The rank comes from the eigenvalues of the smaller Gram matrix (σ_i² > RANK_RTOL² σ_1²: its rounding, about
     n eps σ_1², is five orders below that cutoff). At full rank min(n, d), the basis is the last n - d columns of
     X's Householder Q (geqrf and ormqr: several times cheaper than the SVD, measured 0.6 against 1.7 s at
-    (1520, 1518)); a rank-deficient X takes the trailing left singular vectors of its full SVD.
+    (1520, 1518)); a rank-deficient X takes the trailing n - rank left singular vectors of its full SVD.
     """
     n, d = X.shape
     ev = torch.linalg.eigvalsh(X.T @ X if n > d else X @ X.T)
@@ -217,9 +217,7 @@ def _left_null_basis(X: torch.Tensor) -> torch.Tensor:
         tail = X.new_zeros(n, n - d)
         tail[d:] = torch.eye(n - d, dtype=X.dtype, device=X.device)
         return torch.ormqr(a, tau, tail)
-    U, sv, _ = torch.linalg.svd(X)
-    rank = int((sv > RANK_RTOL * float(sv.max())).sum()) if sv.numel() and float(sv.max()) > 0 else 0
-    return U[:, rank:]
+    return torch.linalg.svd(X)[0][:, rank:]
 
 
 def counting_bound(V: int, k: int) -> float:
