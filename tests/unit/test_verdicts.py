@@ -2,7 +2,7 @@
 
 import pytest
 
-from ntpbias.results import Check, headline, tally
+from ntpbias.results import Check, headline, tally, with_control
 
 
 def _check(kind, passed, premise_met=None, graded=True):
@@ -43,25 +43,49 @@ def test_a_by_construction_value_says_how_it_was_chosen():
 
 
 def test_a_check_of_a_sentence_names_what_it_lacks():
-    assert _check("theorem", True).missing == ("quote", "where", "metric")
-    assert Check("c", "claim", 1.0, ">= 0", True, quote="q", where="w", metric="m").missing == ()
+    assert _check("theorem", True).missing == ("quote", "where", "metric", "control", "control_passed")
+    assert Check("c", "claim", 1.0, ">= 0", True, quote="q", where="w", metric="m").missing == (
+        "control", "control_passed")
     assert _check("sanity", True).missing == ()  # only theorem, paper-number and erratum checks quote a sentence
+    assert _check("calibrated", True).missing == ("control", "control_passed")  # every graded kind has a control
+    controlled = with_control(Check("c", "claim", 1.0, ">= 0", True, quote="q", where="w", metric="m"), "a wrong W",
+                              Check("c", "claim", -1.0, ">= 0", False))
+    assert controlled.missing == () and controlled.control_measured == -1.0 and controlled.control_passed is False
+
+
+def test_a_pass_that_its_negative_control_also_passes_shows_nothing():
+    on_control = Check("c", "claim", 2.0, ">= 0", True)
+    for kind in ("theorem", "paper-number", "calibrated"):
+        c = with_control(_check(kind, True), "a run stopped at step 1", on_control)
+        assert c.verdict == "control passed"
+        assert tally([c])["control_passed"] == 1 and tally([c])["failed"] == 0
+    failing = with_control(_check("theorem", False), "a run stopped at step 1", on_control)
+    assert failing.verdict == "fail"  # a failure stays a failure
+    # sanity checks need no control (an implementation invariant)
+    assert with_control(_check("sanity", True), "x", on_control).verdict == "pass"
+
+
+def test_a_check_outside_its_step_range_is_not_graded():
+    c = Check("c", "claim", 0.1, ">= 0", False, graded=False, ungraded_reason="the run stops at step 300 < 1000")
+    assert c.verdict == "not graded" and tally([c])["failed"] == 0
 
 
 def test_headline_counts_only_what_a_check_proves():
     checks = [_check("theorem", True), _check("theorem", True, premise_met=False), _check("vacuous", True),
               _check("vacuous", False), _check("paper-number", True), _check("paper-number", False),
               _check("theorem", False, premise_met=False), _check("calibrated", True), _check("sanity", True),
-              _check("by-construction", True), _check("erratum", False), _check("erratum", True)]
+              _check("by-construction", True), _check("erratum", False), _check("erratum", True),
+              _check("paper-number", True, premise_met=False)]
     t = tally(checks)
-    assert t == {"theorem_passed": 2, "theorem_outside_premises": 1, "theorem_failed": 0, "paper_matched": 1,
+    assert t == {"theorem_passed": 1, "theorem_consistent": 1, "theorem_inconsistent": 1, "theorem_failed": 0,
+                 "theorem_outside_premises": 2, "paper_matched": 1, "paper_consistent": 1, "paper_inconsistent": 0,
                  "paper_missed": 1, "calibrated_passed": 1, "calibrated_failed": 0, "sanity_passed": 1,
                  "sanity_failed": 0, "by_construction": 1, "errata_refuted": 1, "errata_holding": 1,
-                 "vacuous_shown": 2, "not_graded": 0, "inconsistent": 1, "failed": 1}
-    assert headline(checks) == ("2 theorem checks passed (1 outside their premises: consistent), 1 paper numbers "
-                                "matched (of 2), 1 calibrated and 1 sanity checks passed, 1 by construction (not "
-                                "counted), 1 paper statement refuted (errata; 1 holding here), 2 vacuous bounds shown, "
-                                "1 inconsistent outside their premises; 1 failed")
+                 "vacuous_shown": 2, "not_graded": 0, "control_passed": 0, "inconsistent": 1, "failed": 1}
+    assert headline(checks) == ("1 theorem check passed, 1 paper number matched (of 2), 1 calibrated and 1 sanity "
+                                "checks passed, 1 paper statement refuted (errata; 1 holding here); not counted: "
+                                "2 consistent outside their premises, 1 inconsistent outside their premises, "
+                                "1 by construction, 2 vacuous bounds shown; 1 failed")
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ Experiments build these records (figures as :class:`FigureSpec`: what to draw, f
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .._repr import short_repr
@@ -24,9 +24,15 @@ from .._repr import short_repr
 CHECK_KINDS = ("theorem", "paper-number", "calibrated", "sanity", "by-construction", "erratum", "vacuous")
 #: the kinds that grade a paper's own sentence: each carries ``quote``, ``where`` and ``metric``
 QUOTED_KINDS = ("theorem", "paper-number", "erratum")
-#: every verdict a check can have; only "fail" is a failure
+#: the kinds whose verdict is a finding: each names a negative control (an input on which it must come out False: a
+#: wrong solution, data that break the premise's conclusion, the wrong optimizer, a run stopped early, a broken
+#: implementation path) and records its value there; a check no control can fail is ``sanity``, ``by-construction``
+#: or ``vacuous``
+GRADED_KINDS = ("theorem", "paper-number", "calibrated", "erratum")
+#: every verdict a check can have; only "fail" is a failure. "control passed": the check passed, but so did its
+#: negative control, so the pass shows nothing (never counted as a pass, nor as a failure)
 VERDICTS = ("pass", "fail", "consistent", "inconsistent", "by construction", "holds", "refuted", "shown",
-            "not graded")
+            "not graded", "control passed")
 
 
 @short_repr
@@ -41,8 +47,11 @@ class Check:
     paper's sentence (:data:`QUOTED_KINDS`) carries ``quote`` (the sentence, verbatim, searchable in the paper or in
     the docs page ``where`` names), ``where`` (paper and section, equation, figure or caption) and ``metric`` (what is
     measured, in words; :attr:`missing` names what it lacks); a ``by-construction`` check carries ``construction``
-    (how the value was chosen). ``graded``
-    is False at smoke scale: the pipeline ran, nothing is judged (verdict "not graded").
+    (how the value was chosen). A check of a :data:`GRADED_KINDS` kind carries its negative control: ``control``
+    (the input, in words), ``control_measured`` (the value there) and ``control_passed`` (the check's outcome there,
+    which must be False; build it with :func:`with_control`). ``graded`` is False at smoke scale (the pipeline ran,
+    nothing is judged) and where the run does not reach what the statement is about (a run that stops before the
+    statement's step range); ``ungraded_reason`` says which. Either way the verdict is "not graded".
     """
 
     name: str
@@ -60,6 +69,10 @@ class Check:
     metric: str = ""
     construction: str = ""
     graded: bool = True
+    control: str = ""
+    control_measured: float | str | None = None
+    control_passed: bool | None = None
+    ungraded_reason: str = ""
 
     def __post_init__(self):
         if self.kind not in CHECK_KINDS:
@@ -70,11 +83,12 @@ class Check:
 
     @property
     def missing(self) -> tuple[str, ...]:
-        """The fields a check of a paper's sentence lacks among ``quote``, ``where`` and ``metric`` (the test suite
-        requires none missing in every group)."""
-        if self.kind not in QUOTED_KINDS:
-            return ()
-        return tuple(k for k in ("quote", "where", "metric") if not getattr(self, k))
+        """The fields the check lacks: ``quote``, ``where`` and ``metric`` for a check of a paper's sentence
+        (:data:`QUOTED_KINDS`), ``control`` and its outcome for a graded kind (:data:`GRADED_KINDS`); the test suite
+        requires none missing in every group."""
+        quoted = ("quote", "where", "metric") if self.kind in QUOTED_KINDS else ()
+        controlled = ("control", "control_passed") if self.kind in GRADED_KINDS else ()
+        return tuple(k for k in quoted + controlled if getattr(self, k) in ("", None))
 
     def _summary(self) -> dict:
         """What ``repr`` shows: the name, the measured value, the threshold and the verdict."""
@@ -87,6 +101,8 @@ class Check:
         "refuted" for an erratum; "shown" when vacuous; "not graded" at smoke scale. Only "fail" is a failure."""
         if not self.graded:
             return "not graded"
+        if self.kind in GRADED_KINDS and self.passed and self.control_passed:
+            return "control passed"
         if self.kind == "vacuous":
             return "shown"
         if self.kind == "erratum":
@@ -101,6 +117,19 @@ class Check:
         return {**asdict(self), "verdict": self.verdict}
 
 
+def with_control(check: Check, control: str, on_control: Check) -> Check:
+    """``check`` with its negative control recorded: ``on_control`` is the same check computed on the control input
+    (``control`` says which, in words); a graded check must fail there, or its pass shows nothing.
+
+    >>> ok = check_at_least("rate", "decays", 1.9, 1.0)
+    >>> c = with_control(ok, "a run stopped at step 10", check_at_least("rate", "decays", 0.3, 1.0))
+    >>> c.verdict, c.control_measured, c.control_passed
+    ('pass', 0.3, False)
+    """
+    return replace(check, control=control, control_measured=on_control.measured,
+                   control_passed=bool(on_control.passed))
+
+
 def verdict_counts(checks) -> str:
     """How many checks have each verdict, in words.
 
@@ -112,52 +141,60 @@ def verdict_counts(checks) -> str:
 
 
 def tally(checks) -> dict[str, int]:
-    """Counts behind the headline: theorem checks passed / failed (and how many of them were outside their premises),
-    paper numbers matched / missed, calibrated and sanity checks passed / failed, values by construction, errata
-    refuted / holding here, vacuous bounds shown, checks not graded (smoke scale)."""
+    """Counts behind the headline, every verdict apart: theorem checks passed, consistent and inconsistent outside
+    their premises, failed; paper numbers matched, consistent, inconsistent, missed; calibrated and sanity checks
+    passed / failed; values by construction; errata refuted / holding here; vacuous bounds shown; checks not graded;
+    graded checks whose negative control passed too (``control_passed``: not counted)."""
     checks = list(checks)
 
-    def count(kind, verdicts):
-        return sum(c.kind == kind and c.verdict in verdicts for c in checks)
+    def count(kind, verdict):
+        return sum(c.kind == kind and c.verdict == verdict for c in checks)
 
     return {
-        "theorem_passed": count("theorem", ("pass", "consistent")),
-        "theorem_outside_premises": count("theorem", ("consistent",)),
-        "theorem_failed": count("theorem", ("fail",)),
-        "paper_matched": count("paper-number", ("pass", "consistent")),
-        "paper_missed": count("paper-number", ("fail",)),
-        "calibrated_passed": count("calibrated", ("pass",)), "calibrated_failed": count("calibrated", ("fail",)),
-        "sanity_passed": count("sanity", ("pass",)), "sanity_failed": count("sanity", ("fail",)),
-        "by_construction": count("by-construction", ("by construction",)),
-        "errata_refuted": count("erratum", ("refuted",)), "errata_holding": count("erratum", ("holds",)),
-        "vacuous_shown": count("vacuous", ("shown",)),
+        "theorem_passed": count("theorem", "pass"), "theorem_consistent": count("theorem", "consistent"),
+        "theorem_inconsistent": count("theorem", "inconsistent"), "theorem_failed": count("theorem", "fail"),
+        "theorem_outside_premises": sum(c.kind == "theorem" and c.verdict in ("consistent", "inconsistent")
+                                        for c in checks),
+        "paper_matched": count("paper-number", "pass"), "paper_consistent": count("paper-number", "consistent"),
+        "paper_inconsistent": count("paper-number", "inconsistent"), "paper_missed": count("paper-number", "fail"),
+        "calibrated_passed": count("calibrated", "pass"), "calibrated_failed": count("calibrated", "fail"),
+        "sanity_passed": count("sanity", "pass"), "sanity_failed": count("sanity", "fail"),
+        "by_construction": count("by-construction", "by construction"),
+        "errata_refuted": count("erratum", "refuted"), "errata_holding": count("erratum", "holds"),
+        "vacuous_shown": count("vacuous", "shown"),
         "not_graded": sum(c.verdict == "not graded" for c in checks),
+        "control_passed": sum(c.verdict == "control passed" for c in checks),
         "inconsistent": sum(c.verdict == "inconsistent" for c in checks),
         "failed": sum(c.verdict == "fail" for c in checks),
     }
 
 
 def headline(checks) -> str:
-    """One line saying what the checks show, e.g. "40 theorem checks passed (3 outside their premises: consistent),
-    2 paper numbers matched, 12 calibrated and 6 sanity checks passed, 5 by construction (not counted), 1 paper
-    statement refuted (erratum), 4 vacuous bounds shown; 0 failed"; at smoke scale "not graded (smoke scale: 30 checks
+    """One line saying what the checks show, every verdict apart, e.g. "13 theorem checks passed, 5 paper numbers
+    matched (of 6), 17 calibrated and 7 sanity checks passed; not counted: 10 theorem checks consistent outside their
+    premises, 4 by construction, 3 vacuous bounds shown; 1 failed"; at smoke scale "not graded (smoke scale: 30 checks
     computed, none judged)"."""
     checks = list(checks)
     t = tally(checks)
     if checks and t["not_graded"] == len(checks):
         return f"not graded (smoke scale: {len(checks)} checks computed, none judged)"
-    outside = f" ({t['theorem_outside_premises']} outside their premises: consistent)" if t[
-        "theorem_outside_premises"] else ""
+
+    def n(k, one, many=None):
+        return f"{k} {one if k == 1 else (many or one + 's')}"
+
     missed = f" (of {t['paper_matched'] + t['paper_missed']})" if t["paper_missed"] else ""
-    inconsistent = f", {t['inconsistent']} inconsistent outside their premises" if t["inconsistent"] else ""
-    built = f", {t['by_construction']} by construction (not counted)" if t["by_construction"] else ""
-    errata = ""
+    counted = (f"{n(t['theorem_passed'], 'theorem check')} passed, {n(t['paper_matched'], 'paper number')} "
+               f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed")
     if t["errata_refuted"] or t["errata_holding"]:
-        errata = (f", {t['errata_refuted']} paper statement{'s' if t['errata_refuted'] != 1 else ''} refuted "
-                  f"(errata; {t['errata_holding']} holding here)")
-    return (f"{t['theorem_passed']} theorem checks passed{outside}, {t['paper_matched']} paper numbers "
-            f"matched{missed}, {t['calibrated_passed']} calibrated and {t['sanity_passed']} sanity checks passed"
-            f"{built}{errata}, {t['vacuous_shown']} vacuous bounds shown{inconsistent}; {t['failed']} failed")
+        counted += (f", {n(t['errata_refuted'], 'paper statement')} refuted (errata; {t['errata_holding']} holding "
+                    "here)")
+    apart = [(t["theorem_consistent"] + t["paper_consistent"], "consistent outside their premises"),
+             (t["inconsistent"], "inconsistent outside their premises"),
+             (t["control_passed"], "passed with their negative control (show nothing)"),
+             (t["by_construction"], "by construction"), (t["vacuous_shown"], "vacuous bounds shown"),
+             (t["not_graded"], "not graded")]
+    rest = ", ".join(f"{k} {what}" for k, what in apart if k)
+    return f"{counted}{'; not counted: ' + rest if rest else ''}; {t['failed']} failed"
 
 
 def check_at_least(name: str, claim: str, measured: float, bound: float, source: str = "", **fields) -> Check:
