@@ -394,13 +394,14 @@ class TwoStageResult:
         return self.stage1.status if self.stage2 is None else self.stage2.status
 
 
-def _ngd(lr: float) -> Optimizer:
-    return Optimizer(OptimizerConfig(name="ngd", lr=lr, normalize="grad"))
+def _ngd(lr: float, *, normalized: bool = True) -> Optimizer:
+    return Optimizer(OptimizerConfig(name="ngd", lr=lr, normalize="grad") if normalized
+                     else OptimizerConfig(name="gd", lr=lr))
 
 
 def _train(problem, lr: float, config: TrainConfig, seeds: list[int], run: str, checkpoint_dir, progress: bool,
-           resume: bool) -> History:
-    trainer = Trainer(problem, _ngd(lr), config, seeds=seeds,
+           resume: bool, *, normalized: bool = True) -> History:
+    trainer = Trainer(problem, _ngd(lr, normalized=normalized), config, seeds=seeds,
                       checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir) / run,
                       progress=progress, description=run)
     history = trainer.run(resume=resume)
@@ -431,9 +432,33 @@ def train_two_stage(task: TransformerTask, *, eta0: float, eta: float, stage1: T
                 resume)
     if h1.status != "completed":
         return TwoStageResult(h1, None)
-    h2 = _train(Stage2Problem(task, h1.params["W_ov"], init=init), eta, stage2, seeds, f"{prefix}stage2",
-                checkpoint_dir, progress, resume)
+    h2 = train_stage2(task, h1.params["W_ov"], eta=eta, config=stage2, seeds=seeds, init=init, run=f"{prefix}stage2",
+                      checkpoint_dir=checkpoint_dir, progress=progress, resume=resume)
     return TwoStageResult(h1, h2)
+
+
+def train_stage2(task: TransformerTask, W_ov: torch.Tensor, *, eta: float, config: TrainConfig, seeds: list[int],
+                 init: str = "zeros", normalized: bool = True, run: str = "stage2",
+                 checkpoint_dir: str | Path | None = None, progress: bool = False, resume: bool = False) -> History:
+    """Stage 2 of Algorithm 1 alone (eq. 10): ``config.steps`` NGD steps of size η on L in W_kq, W_ov frozen.
+
+    ``normalized=False`` takes plain gradient steps W <- W - η ∇L instead (not Algorithm 1: the negative controls of
+    docs/paper-c-transformer.md#theory-checks train it, and stage 2 from a ``W_ov`` other than stage 1's, to show
+    that the checks fail on the wrong algorithm). Checkpoints go to ``checkpoint_dir/<run>``.
+
+    Examples
+    --------
+    >>> from ntpbias.data.sentences import example1
+    >>> from ntpbias.models.transformer import token_embeddings
+    >>> task = TransformerTask.build(example1(), token_embeddings(4))
+    >>> cfg = TrainConfig(steps=100, log_points=0, log_every=100)
+    >>> res = train_two_stage(task, eta0=0.1, eta=0.025, stage1=cfg, stage2=cfg, seeds=[0])
+    >>> gd = train_stage2(task, res.W_ov, eta=0.025, config=cfg, seeds=[0], normalized=False)
+    >>> bool(gd.rows()[-1]["norm_kq"] < res.stage2.rows()[-1]["norm_kq"])
+    True
+    """
+    return _train(Stage2Problem(task, W_ov, init=init), eta, config, seeds, run, checkpoint_dir, progress, resume,
+                  normalized=normalized)
 
 
 def train_joint(task: TransformerTask, *, eta: float, config: TrainConfig, seeds: list[int], init: str = "zeros",
