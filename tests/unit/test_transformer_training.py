@@ -303,13 +303,17 @@ def test_config_defaults_are_the_papers():
     assert cfg.step_sizes(20) == pytest.approx((0.2 / math.sqrt(20), 0.05 / math.sqrt(20)), rel=1e-15)
     assert ex.TransformerConfig(stage1=ex.StageConfig(lr=0.3)).step_sizes(4) == pytest.approx((0.3, 0.025))
     # train.steps sets both stages; a stage's own steps override it
-    both = ex.TransformerConfig(train=ex.TransformerTrainConfig(steps=50), stage2=ex.StageConfig(steps=7))
-    assert both.stage_steps == (50, 7)
+    both = ex.TransformerConfig(train=ex.TransformerTrainConfig(steps=50), stage2=ex.Stage2Config(steps=7))
+    assert both.stage_steps == (50, 7) and both.stage2_steps(2080) == 7
+    # stage2.past_t0 runs stage 2 to a multiple of Lemma 7's t_0 (Example 1: t_0 = 2080)
+    assert ex.TransformerConfig(stage2=ex.Stage2Config(steps=7, past_t0=6)).stage2_steps(2080) == 12480
 
 
 @pytest.mark.parametrize("kwargs", [{"model": {"algorithm": "three-stage"}}, {"model": {"embedding": "random"}},
                                     {"model": {"init": "ones"}}, {"stage2": {"steps": -1}}, {"seeds": 0},
-                                    {"stage2": {"lr": -1.0}}, {"dtype": "float32"}, {"steps1": 5}])
+                                    {"stage2": {"lr": -1.0}}, {"dtype": "float32"}, {"steps1": 5},
+                                    {"stage2": {"past_t0": -1.0}},
+                                    {"model": {"algorithm": "joint"}, "stage2": {"past_t0": 3.0}}])
 def test_bad_configs_are_rejected(kwargs):
     from ntpbias.config import from_dict
 
