@@ -64,7 +64,8 @@ def test_reproduce_group_tiny_scale(tmp_path, monkeypatch, report_matches_summar
     names = {c["name"] for c in summary["checks"]}
     for expected in ("fig2: stage 1 direction exact", "fig2: Lemma 6 norm lower bound",
                      "fig2: Theorem 2 attention bound", "fig2: Proposition 2 as printed",
-                     "generalization: extended order O > M > N", "example 2: SP", "prop2 counterexample: Proposition 2 where Hall's condition holds"):
+                     "generalization: extended order O > M > N", "example 2: SP",
+                     "prop2 counterexample: Proposition 2 where Hall's condition holds"):
         assert expected in names
     assert all(CHECK_KEYS <= set(c) for c in summary["checks"])
     rows = read_metrics_csv(tmp_path / "metrics.csv")
