@@ -225,10 +225,14 @@ def stage1_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
     return checks, []
 
 
-def theory_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[str]]:
-    """Every check of a two-stage run: data and certificates, Proposition 2, stage 1, stage 2."""
-    checks, notes = reference_checks(label, runs), []
-    for c, n in (prop2_checks(label, runs), stage1_checks(label, runs), stage2_checks(label, runs)):
+def theory_checks(label: str, runs: list[SeedRun], *, stage2_only: bool = False) -> tuple[list[Check], list[str]]:
+    """Every check of a two-stage run: data and certificates, Proposition 2, stage 1, stage 2 (``stage2_only``: stage
+    2 alone, for a longer stage 2 on data whose other checks another run already holds)."""
+    checks, notes = ([], []) if stage2_only else (reference_checks(label, runs), [])
+    parts = [stage2_checks(label, runs)]
+    if not stage2_only:
+        parts = [prop2_checks(label, runs), stage1_checks(label, runs), *parts]
+    for c, n in parts:
         checks.extend(c)
         notes.extend(n)
     if any(c.name == f"{label}: Lemma 5 per position" for c in checks):  # stage 2 was checked

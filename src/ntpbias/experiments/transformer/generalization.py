@@ -198,8 +198,9 @@ def example2(run: SeedRun) -> tuple[list[Check], Table]:
     checks = []
     for i, r in enumerate(rows):
         at_one = ex.vocab[int(one["pred"][i])]
+        inferred = " (Theorem 3's n(V); the paper remarks that P 'may be preferable')" if r[0] == "V P" else ""
         checks.append(Check(f"example 2: {r[0].replace(' ', '')}", f"after training on Example 1, "
-                            f"{r[0].replace(' ', '')} is completed with {r[1]} (Example 2)",
+                            f"{r[0].replace(' ', '')} is completed with {r[1]} (Example 2){inferred}",
                             f"{r[2]} at t = {T} (probability {r[3]:.3g}); {at_one} at t = 1 (probability "
                             f"{float(one['prob'][i]):.3g})", r[1], r[1] == r[2] == at_one, "Example 2 of paper C",
                             kind="by-construction", **cite(expected[r[0]]),

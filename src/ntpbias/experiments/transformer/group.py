@@ -156,7 +156,7 @@ def run_group(ctx: RunContext) -> RunResult:
         if multiple:
             runs = train("fig2-long", past_t0(_prepare(FIG2, ctx), multiple), "fig2-long-")
             save_runs(out, "fig2-long-", runs)
-            add(theory_checks("fig2 past t0", runs))
+            add(theory_checks("fig2 past t0", runs, stage2_only=True))
         if ctx.wants("transformer-generalization"):
             checks, tables, notes, records = generalization("generalization", runs)
             section.checks.extend(checks)

@@ -146,8 +146,10 @@ def lemma5(s: Trajectory) -> float:
 
 
 def lemma6_direction(s: Trajectory) -> float:
-    """Largest cos(∇L, W*) + min_n φ_+/(2||W*||) over every logged step (Lemma 6's proof: <= 0)."""
-    return float(np.nanmax(s["cos_grad_kq_star"] + s["attn_opt_min"] / (2 * s.star)))
+    """Largest cos(∇L, W*) + min_n φ_+/(2||W*||) over every logged step with a nonzero gradient (Lemma 6's proof:
+    <= 0)."""
+    moving = s["grad_norm"] > 0
+    return float(np.nanmax(s["cos_grad_kq_star"][moving] + s["attn_opt_min"][moving] / (2 * s.star)))
 
 
 def thm2_attention(s: Trajectory) -> float:
@@ -359,6 +361,8 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
                                 f"{GROWTH_EXPONENT:g} over the window (ours: linear is 1, √t is 1/2)"), t0, T)
     if growth is not None:
         checks.append(growth)
+        checks.append(_thm3_bound_check(label, trajs, ctrl["gd"], thm("thm2", "C:thm3-growth", "the proof's bound"),
+                                        T))
     return too_short(runs, checks), notes
 
 
@@ -525,3 +529,37 @@ def _thm3_growth_check(label, trajs, gd, fields, t0, T) -> Check | None:
     else:
         main = build(min(fits, key=lambda f: f[1]))
     return with_control(main, f"{CONTROLS['gd']} (seed {trajs[0].run.seed})", build(thm3_growth(gd)))
+
+
+def _gap_star(s: Trajectory) -> float:
+    """Theorem 3's smallest class gap of W_kq* itself (the gap* of the proof's bound)."""
+    t = s.run.task
+    A = th.token_basis(t.W_kq_star.W, t.E.cpu())[None]
+    return float(th.theorem3_gap(A, t.structure)[0])
+
+
+def thm3_bound(s: Trajectory) -> tuple[float, float]:
+    """(smallest order_gap(t) - the proof's bound over t >= 2, the bound at the last step): the gap of every pair
+    is at least t η gap*/(2 L_max ||W*||²) - sqrt(108 t η N L_max² ||W*||² log²t), so the smallest gap is at least
+    that bound with the smallest gap* (:func:`~ntpbias.geometry.transformer.bounds.thm3_gap_lower`)."""
+    two = s.steps >= 2
+    bound = tb.thm3_gap_lower(s.steps[two], s.eta, s.run.task.samples.N, s.L_max, s.star, _gap_star(s))
+    if not two.any():
+        return math.nan, -math.inf
+    return float((s["order_gap"][two] - bound).min()), float(bound[-1])
+
+
+def _thm3_bound_check(label, trajs, gd, fields, T) -> Check:
+    vals = [thm3_bound(s) for s in trajs]
+    at_T = min(b for _, b in vals)
+    vacuous = {"kind": "vacuous"} if at_T <= 0 else {}
+
+    def build(v) -> Check:
+        return _at_least(f"{label}: Theorem 3 gap bound", "every class gap of W_kq^(t) under a query is at least "
+                         "t η gap*/(2 L_max ||W_kq*||²) - sqrt(108 t η N L_max² ||W_kq*||² log²t) (the proof's bound; "
+                         f"{at_T:.3g} at t = {T}{': vacuous' if vacuous else ''})", v, 0.0, "proof of Thm 3 of paper C",
+                         metric="smallest (smallest class gap - bound) over every logged step t >= 2, gap* the "
+                                "smallest class gap of W_kq*", **{**fields, **vacuous})
+
+    main = build(_worst([v for v, _ in vals], largest=False))
+    return with_control(main, f"{CONTROLS['gd']} (seed {trajs[0].run.seed})", build(thm3_bound(gd)[0]))

@@ -161,8 +161,3 @@ def thm3_gap_lower(t, eta: float, N: int, L_max: int, norm_wkq_star: float, gap_
     t = _t(t)
     return (t * eta / (2 * L_max * norm_wkq_star ** 2) * gap_star
             - np.sqrt(108 * t * eta * N * L_max ** 2 * norm_wkq_star ** 2 * np.log(t) ** 2))
-
-
-def thm3_prediction_lower(margin: float, eps: float, V: int) -> float:
-    """Theorem 3: attention >= 1 - ε on a non-comparable x_0 gives e_{n(x_0)}^T T(X) >= 1/(1 + |V| e^{-Δ(1-2ε)})."""
-    return 1.0 / (1.0 + V * float(np.exp(-margin * (1 - 2 * eps))))
