@@ -186,12 +186,14 @@ def run_group(ctx: RunContext) -> RunResult:
         A_star = to_numpy(th.token_basis(run.task.W_kq_star.W, run.task.E.cpu()))
         section.plots.append(FigureSpec("transformer-example2", "Example 1 and Example 2",
                                     f"Algorithm 1 on Example 1 (d = 4, η₀ = {consts[0]['eta0']:g}, "
-                                    f"η = {consts[0]['eta']:g}): cos(W_kq^(t), W_kq*) with the independent reference "
-                                    "values, and the learned W_kq^(T) next to W_kq* in the token basis. Under query "
+                                    f"η = {consts[0]['eta']:g}): 1 - cos(W_kq^(t), W_kq*) with the independent "
+                                    "reference values and Lemma 7's t_0 (past it, 1 - cos falls like t^-2 and "
+                                    "Theorem 1's rate is graded), and the learned W_kq^(T) next to W_kq* in the "
+                                    "token basis. Under query "
                                     "P the learned scores rank O > S = V = 0 > P, which is why the unseen inputs "
                                     "SP, OSP and VP are completed with V, P and O (table).", "transformer.example1",
                                     {"rows": rows, "prefix": "example1-", "reference": EXAMPLE1_COS, "A": A,
-                                     "A_star": A_star, "vocab": run.task.samples.vocab}))
+                                     "A_star": A_star, "vocab": run.task.samples.vocab, "t0": run.t0}))
 
 
     if ctx.wants("transformer-prop2"):
