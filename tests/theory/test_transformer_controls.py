@@ -19,7 +19,8 @@ from ntpbias.experiments.base import RunContext
 from ntpbias.experiments.transformer.checks import theory_checks
 from ntpbias.experiments.transformer.generalization import example2, generalization
 from ntpbias.experiments.transformer.group import past_t0
-from ntpbias.experiments.transformer.stage2 import FLOOR_ULPS, RATE_POWER, log2t_over_t, power_fit
+from ntpbias.experiments.transformer.stage2 import FLOOR_ULPS, RATE_POWER
+from ntpbias.experiments.transformer.trajectory import Trajectory, log2t_over_t, power_fit
 from ntpbias.results import GRADED_KINDS
 from ntpbias.training.history import History
 
@@ -157,8 +158,6 @@ def test_the_window_ends_where_the_gradient_underflows():
     grad = np.where(steps <= 6000, 1.0, 0.0)
     h = History.from_log(steps.tolist(), [0], [{"cos_kq": np.array([c]), "grad_norm": np.array([g]),
                                                 "loss": np.array([1.0])} for c, g in zip(cos, grad, strict=True)])
-    from ntpbias.experiments.transformer.stage2 import Trajectory
-
     class _Run:
         t0 = 1000
 
