@@ -106,6 +106,8 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
                     "solvable W_kq* (Theorems 1-3 do not apply)"]
     trajs = [Trajectory(r, r.two_stage.stage2) for r in runs]
     first = runs[0]
+    if not first.controls:
+        return [], [f"{label}: stage-2 theory checks skipped: the negative controls were not trained"]
     ctrl = {k: Trajectory(first, h) for k, h in first.controls.items()}
     prem = premises(runs)
     T = int(first.two_stage.stage2.step)
@@ -113,7 +115,6 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
     who = seeds_note(runs)
     every = ("every step" if all(np.array_equal(s.steps, np.arange(T + 1)) for s in trajs)
              else "every logged step (every step early on, then log-spaced)")
-    notes: list[str] = []
 
     def thm(key: str, claim: str, source: str) -> dict:
         premise, met = prem[key]
@@ -123,9 +124,6 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         """``build(value)`` on the worst seed's ``measure``, with the same check on control ``key``."""
         main = build(_worst([measure(s) for s in trajs], largest=largest))
         return with_control(main, f"{CONTROLS[key]} (seed {first.seed})", build(measure(ctrl[key])))
-
-    if not ctrl:
-        return [], [f"{label}: stage-2 theory checks skipped: the negative controls were not trained"]
 
     checks = [
         controlled(lambda v: check_at_least(
@@ -168,7 +166,7 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         f"{label}: loss above its floor", "L(θ^(t)) > L* = L at full attention on optimal tokens, up to round-off",
         above, -ulps, "Thm 2 of paper C", kind="sanity", metric="smallest (L - L*)/L* over every logged step",
         threshold_source=f"L >= L* within {FLOOR_ULPS} float64 ulps of L* (round-off: once the attention on "
-                         "non-optimal tokens is below one ulp, L and L* agree to the last bit)"))
+                         "non-optimal tokens is below one ulp, L and the separately computed L* agree to an ulp)"))
     checks.append(controlled(lambda v: check_at_least(
         f"{label}: Lemma 5 per position", "φ_l^(n,t) >= φ_l^(n,0) = 1/L^(n) for every sample n, optimal position "
         "l ∈ l(n) and step t", v, -1e-12, "Lemma 5 of paper C",
@@ -197,7 +195,7 @@ def stage2_checks(label: str, runs: list[SeedRun]) -> tuple[list[Check], list[st
         checks.append(growth)
         checks.append(_thm3_bound_check(label, trajs, ctrl["gd"], thm("thm2", "C:thm3-growth", "the proof's bound"),
                                         T))
-    return too_short(runs, checks), notes
+    return too_short(runs, checks), []
 
 
 def not_graded(checks: list[Check], reason: str) -> list[Check]:
@@ -213,10 +211,6 @@ def too_short(runs: list[SeedRun], checks: list[Check]) -> list[Check]:
     if T >= 2:
         return checks
     return not_graded(checks, f"the run has {T} stage-2 step(s); the statements need at least 2")
-
-
-def _ungrade(check: Check, fields: dict) -> Check:
-    return replace(check, **fields)
 
 
 def _at_least(name: str, claim: str, value: float, bound: float, source: str, **fields) -> Check:
@@ -264,7 +258,7 @@ def _thm1_rate_check(label, trajs, gd, fields, t0, T, who) -> Check:
     fits = [measure(s) for s in trajs]
     if any(f is None for f, _ in fits):
         main = build(None, None)
-        main = _ungrade(main, {"graded": False, "ungraded_reason": _short_of_window(trajs, T, t0, "the rate")})
+        main = replace(main, graded=False, ungraded_reason=_short_of_window(trajs, T, t0, "the rate"))
     else:
         worst = min(range(len(fits)), key=lambda i: fits[i][0][1])
         main = build(*fits[worst])
@@ -285,8 +279,8 @@ def _thm2_attention_check(label, trajs, neg, fields, T) -> Check:
 
     main = build(_worst([thm2_attention(s) for s in trajs], largest=False))
     if t_c > T:
-        main = _ungrade(main, {"graded": False, "ungraded_reason": f"the bound says nothing beyond Lemma 5 before "
-                               f"t_c = {t_c:,.0f}; the run stops at T = {T:,}"})
+        main = replace(main, graded=False, ungraded_reason=f"the bound says nothing beyond Lemma 5 before t_c = "
+                                                           f"{t_c:,.0f}; the run stops at T = {T:,}")
     return with_control(main, f"{CONTROLS['negated-ov']} (seed {s0.run.seed})", build(thm2_attention(neg)))
 
 
@@ -336,8 +330,7 @@ def _lemma7_check(label, trajs, neg, fields, t0, T) -> Check:
                          **{**fields, "kind": kind})
 
     if math.isnan(value):
-        main = _ungrade(build(value), {"graded": False, "ungraded_reason": f"the run stops at T = {T:,}, before "
-                                       f"t_0 = {t0:,}"})
+        main = replace(build(value), graded=False, ungraded_reason=f"the run stops at T = {T:,}, before t_0 = {t0:,}")
     elif content >= 1:
         main = build(value, f" (vacuous: (1 + α_t)|cos(∇L, W*)| >= {content:.3g} over the window, so the right side "
                      f"is below -1 for every W; α_t < 1 needs ||W_kq|| >= {need:.3g}, t >= {need / s0.eta:.2g}, where "
@@ -367,8 +360,7 @@ def _thm3_growth_check(label, trajs, gd, fields, t0, T) -> Check | None:
 
     fits = [thm3_growth(s) for s in trajs]
     if any(f is None for f in fits):
-        main = _ungrade(build(None), {"graded": False, "ungraded_reason": _short_of_window(trajs, T, t0,
-                                                                                           "the growth")})
+        main = replace(build(None), graded=False, ungraded_reason=_short_of_window(trajs, T, t0, "the growth"))
     else:
         main = build(min(fits, key=lambda f: f[1]))
     return with_control(main, f"{CONTROLS['gd']} (seed {trajs[0].run.seed})", build(thm3_growth(gd)))
