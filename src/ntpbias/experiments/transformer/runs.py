@@ -88,14 +88,16 @@ def load_dataset(data: TransformerDataConfig, seed: int) -> tuple[NTPSamples, Da
     return samples, structure
 
 
-def run_config(cfg: TransformerConfig, ctx: RunContext, prefix: str = "") -> list[SeedRun]:
-    """Train ``cfg`` once per seed (rows carry ``run`` = ``<prefix>stage1|stage2|joint`` and the seed).
+def run_config(cfg: TransformerConfig, ctx: RunContext, prefix: str = "", *, controls: bool = True) -> list[SeedRun]:
+    """Train ``cfg`` once per seed (rows carry ``run`` = ``<prefix>stage1|stage2|joint`` and the seed), with the
+    negative controls of :data:`CONTROLS` on the first seed unless ``controls`` is False.
 
     Each seed has its own dataset, so seeds cannot share a batch: they go through ``ctx.executor`` (this process by
     default; ``reproduce --executor local|dask`` spreads them over worker processes or a cluster).
     """
     jobs = [_SeedJob(cfg, cfg.seed + i, prefix, str(ctx.out), ctx.resume,
-                     ctx.progress and ctx.executor.kind == "inprocess", controls=i == 0) for i in range(cfg.seeds)]
+                     ctx.progress and ctx.executor.kind == "inprocess", controls=controls and i == 0)
+            for i in range(cfg.seeds)]
     ctx.say(f"{prefix or 'run '}training {len(jobs)} seed(s) ({ctx.executor.describe()})")
     return map_values(train_seed, jobs, executor=ctx.executor)
 
