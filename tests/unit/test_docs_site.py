@@ -99,6 +99,10 @@ def test_built_site_loads_nothing_from_the_network(tmp_path):
     assert network_loads(site) == []
     separability = (site / "separability" / "index.html").read_text(encoding="utf-8")
     assert "assets/katex/katex.min.js" in separability and 'class="arithmatex"' in separability
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r":(func|class|meth|data|mod|attr):", api), "a raw Sphinx role on the API page"
+    assert "_cache" not in api and 'class="arithmatex"' in api
+    assert '<a href="../formats/">docs/formats.md</a>' in api  # from_sequences' docstring mentions the page
 
 
 def test_network_loads_are_found(tmp_path):
@@ -142,3 +146,56 @@ def test_pages_write_formulas_in_tex(page):
     bad = [line.strip()[:100] for line in prose.splitlines()
            if "_" in line or re.search(r"\w\*(?![*\w])", line) or MATH_ONLY.search(line)]
     assert not bad, f"{page}: {len(bad)} lines with pseudo-math, e.g. {bad[:3]}"
+
+
+def _docstrings():
+    """docs/hooks/griffe_docstrings.py, the build's docstring converter (pure Python: no docs extra needed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("griffe_docstrings", DOCS / "hooks" / "griffe_docstrings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docstring_formulas_become_tex_and_the_rest_is_escaped():
+    prose = _docstrings().prose
+    assert prose("Empirical entropy H = -Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log p̂_{j,z} in nats (Sec. 2 of paper A).") == (
+        r"Empirical entropy $H = -\sum_{j} \hat{\pi}_{j} \sum_{z\in S_{j}} \hat{p}_{j,z} \log  \hat{p}_{j,z}$ in "
+        "nats (Sec. 2 of paper A).")
+    assert prose("M = √2 max_j ||h̄_j||, the constant") == r"$M = \sqrt{2} \max _{j} \|\bar{h}_{j}\|$, the constant"
+    assert prose("feasible (||Λ||_op <= 1, columns)") == r"feasible ($\|\Lambda\|_{\mathrm{op}} \le  1$, columns)"
+    assert prose("(||L||* + Σ_out Λ) / ||L||* (>= 0 by weak duality)") == (
+        r"$(\|L\|_* + \sum_{\mathrm{out}} \Lambda) / \|L\|_*$ (>= 0 by weak duality)")
+    assert prose("the margin of W^mm and W_kq* at d*") == (
+        r"the margin of $W^{\mathrm{mm}}$ and $W_{\mathrm{kq}}^*$ at $d^*$")
+    # names from the code, stars and underscores in prose: escaped, never italics, never math
+    assert prose("embedding_scale and *this* x_i") == r"embedding\_scale and \*this\* $x_{i}$"
+    # brackets that do not pair on the line: each formula word alone
+    assert prose("h̄_j ~ N(0, embedding_scale² I_d) i.i.d.") == (
+        r"$\bar{h}_{j}$ ~ N(0, embedding\_scale² $I_{d}$) i.i.d.")
+    # code spans, web addresses and docs pages as written; a formula set as code becomes math
+    assert prose("``W_mm`` at https://a.org/x_y and docs/formats.md#npz") == (
+        "``W_mm`` at https://a.org/x_y and docs/formats.md#npz")
+    assert prose("set ``T_m = {(h̄_j, π̂_j)}``") == r"set $T_{m} = \{(\bar{h}_{j}, \hat{\pi}_{j})\}$"
+
+
+def test_docstring_roles_become_links_to_documented_objects():
+    prose = _docstrings().prose
+    paths = {"train": "ntpbias.api.train", "NTPData.load": "ntpbias.data.ntp.NTPData.load"}
+    assert prose("see :func:`~ntpbias.api.train` and :meth:`NTPData.load`", paths.get) == (
+        'see <autoref identifier="None" optional><code>train</code></autoref> and '
+        '<autoref identifier="ntpbias.data.ntp.NTPData.load" optional><code>NTPData.load</code></autoref>'
+    ).replace('<autoref identifier="None" optional><code>train</code></autoref>', "`train`")
+    assert prose(":data:`CLAIMS`", lambda name: None) == "`CLAIMS`"
+
+
+def test_docstring_structure_is_kept():
+    """Parameter names and types, examples and literal blocks stay as written; descriptions are prose."""
+    text = ("Summary with W_k.\n\nUsage::\n\n    python -m x --a_b\n\nParameters\n----------\n"
+            "first_arg, W_k : Tensor (m, d)\n    The multipliers λ >= 0 of ab_cd.\n\n"
+            "Examples\n--------\n>>> x_1 = 2 * 3\n6\n")
+    assert _docstrings().to_markdown(text) == (
+        "Summary with $W_{k}$.\n\nUsage::\n\n    python -m x --a_b\n\nParameters\n----------\n"
+        "first_arg, W_k : Tensor (m, d)\n    The multipliers $\\lambda \\ge  0$ of ab\\_cd.\n\nExamples\n--------\n"
+        ">>> x_1 = 2 * 3\n6\n")
