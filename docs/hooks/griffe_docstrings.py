@@ -18,6 +18,7 @@ A mention of ``docs/<page>.md`` becomes a link in ``docs/hooks/docs_links.py`` (
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 
 try:
@@ -41,23 +42,26 @@ SYMBOLS = {"‖": r"\|", "≤": r"\le ", "≥": r"\ge ", "≈": r"\approx ", "�
            "⟨": r"\langle ", "⟩": r"\rangle ", "∀": r"\forall ", "∃": r"\exists ", "⊂": r"\subset ",
            "⊆": r"\subseteq ", "∪": r"\cup ", "∩": r"\cap ", "~": r"\sim ", "±": r"\pm ", "≅": r"\cong ",
            "∑": r"\sum ", "∏": r"\prod ", "ℝ": r"\mathbb{R}", "−": "-", "…": r"\dots ", "½": r"\tfrac{1}{2}",
-           "ᵀ": r"^\top ", "⊤": r"\top ", "%": r"\%", "#": r"\#", "&": r"\&", "∗": "*"}
+           "ᵀ": r"^\top ", "⊤": r"\top ", "°": r"^{\circ}", "%": r"\%", "#": r"\#", "&": r"\&", "∗": "*"}
 SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+", strict=True))
 SUBSCRIPTS = dict(zip("₀₁₂₃₄₅₆₇₈₉₊₋", "0123456789+-", strict=True))
 ACCENTS = {"\u0302": r"\hat", "\u0304": r"\bar", "\u0303": r"\tilde", "\u0307": r"\dot"}
 FUNCTIONS = {"log", "exp", "max", "min", "sup", "inf", "lim", "cos", "sin", "tanh", "det", "dim", "rank", "tr", "diag",
-             "span", "argmax", "argmin", "softmax", "sign", "ln"}
+             "span", "argmax", "argmin", "softmax", "sign", "ln", "dist", "range", "pos", "sqrt"}
+#: the functions TeX has a command for (the others are set with \operatorname)
+TEX_FUNCTIONS = {"log", "exp", "max", "min", "sup", "inf", "lim", "cos", "sin", "tanh", "det", "dim", "ln"}
 #: characters only a formula uses (with an index, a power, a star or a norm, they make a word a formula)
 FORMULA_CHARS = "".join(GREEK) + "".join(c for c in SYMBOLS if c not in "%#&~±×…") + "".join(SUPERSCRIPTS) + \
-    "".join(SUBSCRIPTS) + "".join(ACCENTS) + "√"
+    "".join(SUBSCRIPTS) + "".join(ACCENTS) + "√°"
+#: a relation between two formula words ("d >= m", "V = 2") makes a formula of them
+RELATION = re.compile(r"\S\s+(?:=|<=|>=|<|>|->|!=)\s+\S")
 FORMULA = re.compile(rf"[{re.escape(FORMULA_CHARS)}]")
-STRONG = re.compile(rf"[{re.escape(FORMULA_CHARS)}]|\|\||(?<![A-Za-z])[A-Za-z][_^]|(?<![A-Za-z])[A-Za-z]\*|[)}}]\^|"
+STRONG = re.compile(rf"[{re.escape(FORMULA_CHARS)}]|\|\||(?<![A-Za-z])[A-Za-z0-9][_^]|(?<![A-Za-z])[A-Za-z]\*|[)}}]\^|"
                     r"\^[*{(]")
 #: words that may stand in a formula beside a formula word: one-letter names (not "a", "A", "I"), numbers, operators,
 #: brackets, functions
-GLUE = re.compile(r"^(?:[()\[\]{}|,:;=+\-/<>!]*(?:[B-HJ-Zb-z]|\d+(?:\.\d+)?(?:e-?\d+)?|(?:"
-                  + "|".join(sorted(FUNCTIONS))
-                  + r")(?:_\w|_\{[^}]*\})?|<=|>=|!=|->|[=+\-/<>:|])?[()\[\]{}|,.:;=+\-/<>!]*)$")
+GLUE = re.compile(r"^(?:[()\[\]{}|,:;=+\-/<>!^_*']|\.\.\.|\d+(?:\.\d+)?(?:e-?\d+)?|(?<![A-Za-z])[B-HJ-Zb-z](?![A-Za-z])|(?:"
+                  + "|".join(sorted(FUNCTIONS)) + r")(?![A-Za-z]))+[.,;:]*$")
 #: a name from the code (``embedding_scale``, ``W_star`` is not one: one letter before the underscore): never math
 IDENTIFIER = re.compile(r"(?<![A-Za-z])(?!(?:" + "|".join(sorted(FUNCTIONS)) + r")_)[A-Za-z]{2,}_\w")
 PROTECTED = re.compile(r"(``.+?``|`[^`]+`|:(?:py:)?(?:func|class|meth|data|mod|attr|obj|exc|const|ref):`[^`]+`|"
@@ -105,6 +109,7 @@ def to_markdown(docstring: str, resolve: Callable[[str], str | None] = lambda na
 def prose(text: str, resolve: Callable[[str], str | None] = lambda name: None) -> str:
     """One line of a docstring's prose: roles to links, formulas to math, the rest escaped; code spans, math, web
     addresses and docs pages as written."""
+    text = "".join(_decomposed(ch) for ch in text)
     parts = PROTECTED.split(text)
     out = []
     for k, part in enumerate(parts):
@@ -117,6 +122,12 @@ def prose(text: str, resolve: Callable[[str], str | None] = lambda name: None) -
         else:
             out.append(_formulas(part))
     return "".join(out)
+
+
+def _decomposed(ch: str) -> str:
+    """A letter with a hat or a bar written as one character (``ḡ``) as the letter and the accent."""
+    split = unicodedata.normalize("NFD", ch)
+    return split if len(split) == 2 and split[1] in ACCENTS else ch
 
 
 def _role(text: str, resolve: Callable[[str], str | None]) -> str:
@@ -149,6 +160,8 @@ def _formulas(text: str) -> str:
         while end < len(words) and (words[end].isspace() or _mathlike(words[end])):
             if not words[end].isspace():
                 last = end
+                if re.search(r"(?<!\.\.)[.;]$", words[end]):
+                    break  # a sentence ends there
             end += 1
         out.append(_run(words[k:last + 1]))
         k = last + 1
@@ -166,7 +179,7 @@ def _run(words: list[str]) -> str:
         if words[end - 1].isspace():
             continue
         lead, body, trail = _trim("".join(words[:end]))
-        if body and STRONG.search(body) and _balanced(body):
+        if body and (STRONG.search(body) or RELATION.search(body)) and _balanced(body):
             return _escape(lead) + f"${_tex(body)}$" + _escape(trail) + _run(words[end:])
     return _escape(words[0]) + _run(words[1:])
 
@@ -199,7 +212,7 @@ def _trim(run: str) -> tuple[str, str, str]:
     changed = True
     while body and changed:
         changed = False
-        m = re.search(r"(\s*(?:[.,;:=+/]|<=|>=|->|\s-))+$", body)
+        m = re.search(r"(\s*(?:[.,;:=/]|(?<![_^])\+|<=|>=|->|\s-))+$", body)
         if m and not body.endswith("..."):
             body, trail, changed = body[:m.start()], m.group(0) + trail, True
         m = re.match(r"^(?:(?:[,;:=+/]|<=|>=|->)\s*)+", body)
@@ -278,8 +291,8 @@ def _tex(formula: str) -> str:
             continue
         elif ch == "*":
             out.append("^*")
-        elif ch == "√":
-            j = i + 1
+        elif ch == "√" or (s.startswith("sqrt(", i) and not s[i - 1:i].isalpha()):
+            j = i + (1 if ch == "√" else 4)
             if s[j:j + 1] == "(":
                 k = _closing(s, j)
                 out.append(rf"\sqrt{{{_tex(s[j + 1:k])}}}")
@@ -308,17 +321,24 @@ def _tex(formula: str) -> str:
         elif ch.isalpha():
             m = re.match(r"[A-Za-z]+", s[i:])
             word = m.group(0) if m else ch
-            if len(word) == 1:
+            if word == "x" and s[i - 1:i] == " " and s[i + 1:i + 2] == " ":
+                out.append(r"\times ")  # "(V x d)": a product of sizes
+            elif word == "R" and s[i + 1:i + 2] == "^" and not s[i - 1:i].isalpha():
+                out.append(r"\mathbb{R}")  # R^d: the reals
+            elif len(word) == 1:
                 out.append(word)
             elif word in FUNCTIONS:
-                out.append(rf"\operatorname{{{word}}}" if word in ("argmax", "argmin", "softmax", "rank", "diag",
-                                                                   "span", "sign", "tr") else f"\\{word} ")
+                out.append(f"\\{word} " if word in TEX_FUNCTIONS else rf"\operatorname{{{word}}}")
             else:
                 out.append(rf"\mathrm{{{word}}}")
             i += len(word)
             continue
         elif ch == "\\":
             out.append(r"\backslash ")
+        elif s.startswith("...", i):
+            out.append(r"\dots ")
+            i += 3
+            continue
         else:
             out.append(ch)
         i += 1
