@@ -266,9 +266,12 @@ def _tex(formula: str) -> str:
                 out.append(f"{ch}*")
                 i += 1
             else:
-                m = re.match(r"-?[A-Za-z]+|-?\d+|[+\-]|[^\s\w]", s[i:])
+                m = re.match(r"-?[A-Za-z]+|-?\d+|[+\-]|[^\s\w]|\w", s[i:])
                 word = m.group(0) if m else ""
                 i += len(word)
+                if word and not word.isascii():  # a Greek index: W_λ
+                    out.append(f"{ch}{{{_tex(word)}}}")
+                    continue
                 if ch == "^" and word == "T":
                     out.append(r"^\top ")
                 elif re.fullmatch(r"[A-Za-z]{2,}", word) and word not in FUNCTIONS:
