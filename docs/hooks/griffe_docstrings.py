@@ -60,8 +60,9 @@ STRONG = re.compile(rf"[{re.escape(FORMULA_CHARS)}]|\|\||(?<![A-Za-z])[A-Za-z0-9
                     r"\^[*{(]")
 #: words that may stand in a formula beside a formula word: one-letter names (not "a", "A", "I"), numbers, operators,
 #: brackets, functions
-GLUE = re.compile(r"^(?:[()\[\]{}|,:;=+\-/<>!^_*']|\.\.\.|\d+(?:\.\d+)?(?:e-?\d+)?|(?<![A-Za-z])[B-HJ-Zb-z](?![A-Za-z])|(?:"
-                  + "|".join(sorted(FUNCTIONS)) + r")(?![A-Za-z]))+[.,;:]*$")
+GLUE = re.compile(r"^(?:[()\[\]{}|,:;=+\-/<>!^_*']|\.\.\.|\d+(?:\.\d+)?(?:e-?\d+)?|"
+                  r"(?<![A-Za-z])[B-HJ-Zb-z](?![A-Za-z])|(?:" + "|".join(sorted(FUNCTIONS))
+                  + r")(?![A-Za-z]))+[.,;:]*$")
 #: a name from the code (``embedding_scale``, ``W_star`` is not one: one letter before the underscore): never math
 IDENTIFIER = re.compile(r"(?<![A-Za-z])(?!(?:" + "|".join(sorted(FUNCTIONS)) + r")_)[A-Za-z]{2,}_\w")
 PROTECTED = re.compile(r"(``.+?``|`[^`]+`|:(?:py:)?(?:func|class|meth|data|mod|attr|obj|exc|const|ref):`[^`]+`|"
@@ -156,12 +157,13 @@ def _formulas(text: str) -> str:
             out.append(_escape(words[k]))
             k += 1
             continue
-        end, last = k, k
+        end, last, depth = k, k, 0
         while end < len(words) and (words[end].isspace() or _mathlike(words[end])):
             if not words[end].isspace():
                 last = end
-                if re.search(r"(?<!\.\.)[.;]$", words[end]):
-                    break  # a sentence ends there
+                depth += sum(words[end].count(c) for c in "([{") - sum(words[end].count(c) for c in ")]}")
+                if re.search(r"(?<!\.\.)[.;]$", words[end]) or (depth <= 0 and words[end].endswith((",", ":"))):
+                    break  # a sentence or a clause ends there ("d = 2048, 500 epochs": the 500 is prose)
             end += 1
         out.append(_run(words[k:last + 1]))
         k = last + 1

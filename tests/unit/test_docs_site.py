@@ -199,3 +199,9 @@ def test_docstring_structure_is_kept():
         "Summary with $W_{k}$.\n\nUsage::\n\n    python -m x --a_b\n\nParameters\n----------\n"
         "first_arg, W_k : Tensor (m, d)\n    The multipliers $\\lambda \\ge  0$ of ab\\_cd.\n\nExamples\n--------\n"
         ">>> x_1 = 2 * 3\n6\n")
+
+
+def test_a_formula_ends_at_a_top_level_comma():
+    prose = _docstrings().prose
+    assert prose("at d = 2048, 500 epochs") == "at $d = 2048$, 500 epochs"
+    assert prose("cos(W_k, W^mm) rises") == r"$\cos (W_{k}, W^{\mathrm{mm}})$ rises"
