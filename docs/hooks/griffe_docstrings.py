@@ -98,8 +98,8 @@ def to_markdown(docstring: str, resolve: Callable[[str], str | None] = lambda na
             verbatim_above = indent - 1
             out.append(line)
             continue
-        if section in ITEM_SECTIONS and indent == 0:
-            out.append(line)  # "name : type"
+        if section in ITEM_SECTIONS and indent == 0:  # "name : type": a role in the type as its name
+            out.append(ROLE.sub(lambda m: m[2].strip().rsplit(".", 1)[-1] if m[1] else m[2].strip(), line))
             continue
         out.append(line[:indent] + prose(line[indent:], resolve))
         if stripped.endswith("::"):

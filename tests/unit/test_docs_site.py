@@ -193,11 +193,12 @@ def test_docstring_roles_become_links_to_documented_objects():
 def test_docstring_structure_is_kept():
     """Parameter names and types, examples and literal blocks stay as written; descriptions are prose."""
     text = ("Summary with W_k.\n\nUsage::\n\n    python -m x --a_b\n\nParameters\n----------\n"
-            "first_arg, W_k : Tensor (m, d)\n    The multipliers λ >= 0 of ab_cd.\n\n"
+            "first_arg, W_k : Tensor (m, d)\n    The multipliers λ >= 0 of ab_cd.\ncert : :class:`~a.b.Certificate`\n\n"
             "Examples\n--------\n>>> x_1 = 2 * 3\n6\n")
     assert _docstrings().to_markdown(text) == (
         "Summary with $W_{k}$.\n\nUsage::\n\n    python -m x --a_b\n\nParameters\n----------\n"
-        "first_arg, W_k : Tensor (m, d)\n    The multipliers $\\lambda \\ge  0$ of ab\\_cd.\n\nExamples\n--------\n"
+        "first_arg, W_k : Tensor (m, d)\n    The multipliers $\\lambda \\ge  0$ of ab\\_cd.\ncert : Certificate\n\n"
+        "Examples\n--------\n"
         ">>> x_1 = 2 * 3\n6\n")
 
 

@@ -92,13 +92,13 @@ def _text(value) -> str:
 
 
 def _quote(quote: str) -> str:
-    """A paper's sentence, verbatim: its ``$...$`` formulas (the text extraction's TeX) typeset as math, the rest
-    escaped; a sentence with an unpaired ``$`` is escaped whole."""
+    """A paper's sentence, verbatim: its ``$...$`` and ``$$...$$`` formulas (the text extraction's TeX, the docs'
+    formulas) typeset as inline math, the rest escaped; a sentence with an unpaired ``$`` is escaped whole."""
     quote = " ".join(quote.split())
-    parts = re.split(r"(\$[^$]+\$)", quote)
+    parts = re.split(r"(\$\$[^$]+\$\$|\$[^$]+\$)", quote)
     if "$" in "".join(parts[0::2]):
         return _escape(quote)
-    return "".join(f"${p[1:-1].strip()}$" if i % 2 else _escape(p) for i, p in enumerate(parts))
+    return "".join(f"${p.strip('$').strip()}$" if i % 2 else _escape(p) for i, p in enumerate(parts))
 
 
 def _split(name: str) -> tuple[str, str]:
