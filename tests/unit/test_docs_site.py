@@ -175,8 +175,8 @@ def test_docstring_formulas_become_tex_and_the_rest_is_escaped():
     assert prose("h̄_j ~ N(0, embedding_scale² I_d) i.i.d.") == (
         r"$\bar{h}_{j}$ ~ N(0, embedding\_scale² $I_{d}$) i.i.d.")
     # code spans, web addresses and docs pages as written; a formula set as code becomes math
-    assert prose("``W_mm`` at https://a.org/x_y and docs/formats.md#npz") == (
-        "``W_mm`` at https://a.org/x_y and docs/formats.md#npz")
+    assert prose("``W_mm`` at https://a.org/x_y and docs/formats.md#file-formats") == (
+        "``W_mm`` at https://a.org/x_y and docs/formats.md#file-formats")
     assert prose("set ``T_m = {(h̄_j, π̂_j)}``") == r"set $T_{m} = \{(\bar{h}_{j}, \hat{\pi}_{j})\}$"
 
 
