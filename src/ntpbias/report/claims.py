@@ -98,7 +98,12 @@ def _quote(quote: str) -> str:
     parts = re.split(r"(\$\$[^$]+\$\$|\$[^$]+\$)", quote)
     if "$" in "".join(parts[0::2]):
         return _escape(quote)
-    return "".join(f"${p.strip('$').strip()}$" if i % 2 else _escape(p) for i, p in enumerate(parts))
+    return "".join(f"${_inline(p.strip('$').strip())}$" if i % 2 else _escape(p) for i, p in enumerate(parts))
+
+
+def _inline(tex: str) -> str:
+    """A display formula's TeX as inline math: an equation number ``\\tag{12}`` written ``(12)`` beside it."""
+    return re.sub(r"\\tag\{([^}]*)\}", r"\\qquad (\1)", tex)
 
 
 def _split(name: str) -> tuple[str, str]:
