@@ -101,19 +101,18 @@ def figure_checks(run: str, table: dict[str, np.ndarray], history: History, *, m
     def controlled(build) -> Check:
         return with_control(build(w), control[0], build(on_control))
 
+    def rising(x: dict, key: str, score: str, axis: str, claim: str, counts: str) -> Check:
+        return Check(f"{run}: {fig} {score} rises with {axis}", f"the means of {score} over the {axis} deciles "
+                     "increase", f"{x[key]}/{BINS - 1} steps up", f"{BINS - 1}/{BINS - 1}", x[key] == BINS - 1,
+                     f"{fig} of paper B", **cite(claim), **shape,
+                     metric=f"of the {BINS - 1} steps between the means of {score} over the {BINS} {axis} deciles"
+                            f"{counts}, how many go up (worst seed)")
+
     def v_bins(x: dict) -> Check:
-        return Check(f"{run}: {fig} <E_s, v> rises with PD", "the means of <E_s, v> over the PD deciles increase",
-                     f"{x['v_bins']}/{BINS - 1} steps up", f"{BINS - 1}/{BINS - 1}", x["v_bins"] == BINS - 1,
-                     f"{fig} of paper B", **cite(v_claim), **shape,
-                     metric=f"of the {BINS - 1} steps between the means of <E_s, v> over the {BINS} PD deciles (equal "
-                            "token counts), how many go up (worst seed)")
+        return rising(x, "v_bins", "<E_s, v>", "PD", v_claim, " (equal token counts)")
 
     def p_bins(x: dict) -> Check:
-        return Check(f"{run}: {fig} <E_s, p> rises with |PD|", "the means of <E_s, p> over the |PD| deciles increase",
-                     f"{x['p_bins']}/{BINS - 1} steps up", f"{BINS - 1}/{BINS - 1}", x["p_bins"] == BINS - 1,
-                     f"{fig} of paper B", **cite(p_claim), **shape,
-                     metric=f"of the {BINS - 1} steps between the means of <E_s, p> over the {BINS} |PD| deciles, how "
-                            "many go up (worst seed)")
+        return rising(x, "p_bins", "<E_s, p>", "|PD|", p_claim, "")
 
     out = [
         controlled(v_bins), controlled(p_bins),

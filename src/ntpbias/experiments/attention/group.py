@@ -17,6 +17,7 @@ from ...training.history import History
 from ..base import RunContext, raise_if_failed
 from ..catalog import GROUPS
 from .checks import (
+    CLOUD,
     fig2_premise,
     lemma41_checks,
     lemma45_gap_check,
@@ -93,7 +94,7 @@ def fig2_pattern_rows(run: str, table: dict[str, np.ndarray], setting: str,
          with_level("pearson_p_abs_pd", "ordered_p", "means of levels 0..K")),
         (f"{label}: the irrelevant tokens form a cloud around zero", "yes (caption)",
          f"median |<E_s, v>|: irrelevant / relevant = {v['cloud']:.3f}",
-         verdict(v["cloud"] < 0.5, "the irrelevant median below half the relevant one")),
+         verdict(v["cloud"] <= CLOUD, f"the irrelevant median below {CLOUD:g} of the relevant one")),
     ]
 
 
