@@ -340,8 +340,9 @@ def run_group(ctx: RunContext) -> RunResult:
                 ("AdamW learning rate", FIG2.optimizer.lr, base.optimizer.lr,
                  f"{same}: {why}" + ("" if ctx.scale == "paper" else ": fewer epochs, larger steps")),
                 ("trained parameters", "all (E, p, v)", "all (E, p, v); v fixed in the theory variant", "agrees")]
-        for run, _, _, table in panels:
-            rows += fig2_pattern_rows(run, table, why, levels)
+        for run, _, _, table in panels:  # the v-fixed variant is the theory's, never the paper's setting
+            rows += fig2_pattern_rows(run, table, why if "fixed" not in run else f"{why}, v fixed (the theory's "
+                                      "variant: not the paper's setting)", levels)
         section.tables.append(Table("Paper vs ntpbias (Fig. 2)", header, tuple(rows)))
         section.plots.append(FigureSpec("attention-fig2-training", "Figure 2: training", "Loss and accuracy on the "
                                         "training data and the two correlations of the figure, per epoch, with v "
