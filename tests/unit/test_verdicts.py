@@ -103,9 +103,9 @@ def test_linear_group_checks_say_what_they_prove(tmp_path):
     # NGD and Adam are outside Lemma 2 / Thm 2 (proved for GD): their theorem checks can only be "consistent"
     assert by_name["fig5-ngd: norm growth"].premise_met is False
     assert by_name["fig5-ngd: norm growth"].verdict in ("consistent", "inconsistent")
-    # "faster" is a number of steps, graded on the graded dataset and the fresh ones of the spread
-    speed = by_name["Fig. 5: Adam faster than NGD"]
-    assert speed.kind == "paper-number" and "steps to reach" in speed.metric and "3 dataset(s)" in speed.metric
+    # "faster" is a number of steps, graded on the paper's draw only, the fresh draws of the spread reported beside
+    speed = next(t for t in section.tables if t.title.startswith("Fig. 5's comparisons per draw"))
+    assert [row[0] for row in speed.rows] == ["data seed 0 (graded)", "data seed 100", "data seed 101"]
     # the caption's statements hold because the contexts were placed to make them hold: never counted as matched
     assert by_name["2D: wider cone, larger norm"].kind == "by-construction"
     # the paper's entropies are graded as draws of our generator, with the distribution beside
@@ -137,10 +137,11 @@ def test_the_2d_example_satisfies_every_statement_of_figure_1_and_the_symmetric_
 
     faithful, symmetric = verdicts(TWO_D), verdicts(TWO_D_SYMMETRIC)
     assert TWO_D.data.seed == 0
-    caption = {k: v for k, v in faithful.items() if k not in ("2D: w^mm_1 = w^mm_5", "2D: w*_1 ≠ w*_5",
-                                                                  "2D: W* ⟂ W^mm")}
-    assert len(caption) == 4 and set(caption.values()) == {"by construction"}
-    assert {faithful[k] for k in ("2D: w^mm_1 = w^mm_5", "2D: w*_1 ≠ w*_5", "2D: W* ⟂ W^mm")} == {"pass"}
+    caption = {k: v for k, v in faithful.items() if k != "2D: W* ⟂ W^mm"}
+    # the caption's statements, w^mm_1 = w^mm_5 (a symmetry of the NTP-SVM) and w*_1 ≠ w*_5 (Dirichlet draws differ
+    # almost surely) hold whatever the draw: never counted as matched
+    assert len(caption) == 6 and set(caption.values()) == {"by construction"}
+    assert faithful["2D: W* ⟂ W^mm"] == "pass"
     assert symmetric["2D: wider cone, larger norm"] == "fail"
 
 
@@ -151,9 +152,10 @@ def test_the_paper_entropy_is_graded_as_a_draw_of_the_generator():
     from ntpbias.experiments.linear.checks import entropy_check
 
     draws = np.linspace(1.0, 2.0, 201)
-    inside = entropy_check("d", "A:fig3-entropy", 1.445, draws, 1.5, 0)
+    control = ("a generator centred at 1.2", np.linspace(1.1, 1.3, 201))
+    inside = entropy_check("d", "A:fig3-entropy", 1.445, draws, 1.5, 0, control)
     assert inside.measured == pytest.approx(np.sum(draws <= 1.445) / 201) and inside.verdict == "pass"
-    assert entropy_check("d", "A:fig3-entropy", 0.9, draws, 1.5, 0).verdict == "fail"
+    assert entropy_check("d", "A:fig3-entropy", 0.9, draws, 1.5, 0, control).verdict == "fail"
 
 
 def test_paper_c_checks_say_what_they_prove(tmp_path):
