@@ -219,7 +219,7 @@ def _margin_rise(run: str, history: History, thm: dict) -> Check:
     steps = history.steps
     margins = history["margin_perp"]
     start = int(np.searchsorted(steps, MARGIN_FROM))
-    reaches = steps[-1] > MARGIN_FROM and start < len(steps)
+    reaches = bool(steps[-1] > MARGIN_FROM and start < len(steps))
     at_start = margins[min(start, len(steps) - 1)]
 
     def rise(end: np.ndarray) -> Check:
