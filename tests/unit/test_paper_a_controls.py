@@ -222,6 +222,7 @@ def test_speed_is_graded_on_the_papers_draw_and_reported_on_the_others():
     assert adam_ngd.control_measured == "0/6" and adam_ngd.control_passed is False
     assert_controls_fail(checks)
     assert tables[1].rows[1][0] == "data seed 101" and tables[1].rows[0][0] == "data seed 0 (graded)"
+    assert any(n.startswith("data seed 101: NGD's cos(W_k, W^mm) overtakes Adam's at step 1000") for n in notes)
     # without the paper's draw nothing is graded
     assert speed({"data seed 101": draw(crossing, slow)}, graded=None, paper_settings=True)[0] == []
 
