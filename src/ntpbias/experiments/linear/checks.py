@@ -142,11 +142,13 @@ def run_checks(run: str, cfg: LinearConfig, history: History, data: NTPData, ref
     reason = calibration_schedule(cfg, k_end)
     schedule = {"graded": not reason, "ungraded_reason": reason}
     src_lemma2, src_thm2 = "Lemma 2 of paper A", "Thm 2 of paper A"
+    # GD's run is Fig. 4's; NGD's and Adam's are Fig. 5's ("Both exhibit the same implicit bias")
+    figure = "A:fig5" if name in ("ngd", "adam") else "A:fig4"
 
     def level(check_name, claim, key, bound, source, metric, cal_key, worst=max):
         """A calibrated level of ``key`` at the last step (an upper bound when ``worst`` is max), with its control."""
         check = check_at_most if worst is max else check_at_least
-        fields = {"kind": "calibrated", **cite("A:fig4"), "metric": metric, **thm, **schedule,
+        fields = {"kind": "calibrated", **cite(figure), "metric": metric, **thm, **schedule,
                   "threshold_source": calibrated(cal_key, seed)}
         return with_control(check(check_name, claim, worst(last[key]), bound, source, **fields), stopped,
                             check(check_name, claim, worst(early[key]), bound, source, **fields))
@@ -297,6 +299,7 @@ def _prop1_rate(data: NTPData, ref: LinearReference) -> Check:
     inside F), where CE - H stops at the wrong point's excess instead of decaying."""
     F, W_mm = ref.F, ref.W_mm
     gammas = np.linspace(5, 20, 7)
+
     def rate(W_star: torch.Tensor) -> Check:
         gaps = np.array([float(cross_entropy(W_star + g * W_mm, data)) - data.entropy for g in gammas])
         slope = float(np.polyfit(gammas, np.log(np.maximum(gaps, 1e-300)), 1)[0])
