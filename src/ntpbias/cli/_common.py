@@ -108,7 +108,7 @@ VERDICT_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "consistent":
                  "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]",
                  "by construction": "[dim]by construction[/]", "holds": "[dim]holds (erratum)[/]",
                  "refuted": "[yellow]refuted (erratum)[/]", "not graded": "[dim]not graded[/]",
-                 "control passed": "[yellow]control passed (shows nothing)[/]"}
+                 "control passed": "[yellow]control passed[/]"}
 
 
 def exit_status(sections) -> int:

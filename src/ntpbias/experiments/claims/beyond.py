@@ -6,6 +6,13 @@ CLAIMS = {
         "docs/paper-a-linear-ntp.md, theory check A-C8 (our derivation: the margin of W^mm is exactly 1)",
         r"Prop. 1's rate: $\log(\mathrm{CE}(W^\star + \gamma W^{mm}) - \mathcal H)$ is linear in $\gamma$ with slope "
         r"within 0.02 of $-1$ on $\gamma \in [5, 20]$"),
+    "ce-flat": (
+        "docs/paper-a-linear-ntp.md, erratum A-E11 (the corrected statement; our derivation)",
+        r"CE is strictly convex along every direction outside its flat space "
+        r"$\{\mathbf 1 u^\top + N : N\bar H = 0\}$"),
+    "ar-contexts-grow": (
+        "docs/paper-a-linear-ntp.md, erratum A-E12 (the corrected statement; our derivation)",
+        r"for sequences of equal length, $m_t \le m_{t+1}$"),
     "nsd": (
         "docs/optimizers.md (the known results, one-hot data: Gunasekar et al. 2018; Fan, Schmidt & Thrampoulidis "
         "2025)",
@@ -48,13 +55,15 @@ CLAIMS = {
         r"the closed form's column q equals the solution of (3) exactly when a Hall-type condition holds for query q"),
     "counting-bound": (
         "docs/separability.md, Compatibility (our derivation)",
-        r"Every generator (e_z - e_z') h̄_j^T of F has zero column sums, so dim F <= (V - 1) d, while compatibility "
-        r"with generic probabilities needs dim F = m (k - 1): d/m >= (k - 1)/(V - 1), the counting bound"),
+        r"Every generator $(e_{z} - e_{z'}) \bar{h}_{j}^\top$ of F has zero column sums, so $\dim F \le (V - 1) d$, "
+        r"while compatibility with generic probabilities needs $\dim F = m (k - 1): d/m \ge (k - 1)/(V - 1)$, the "
+        r"counting bound"),
     "support-count-bound": (
         "docs/separability.md, Compatibility at finite m: the support-count bound (our derivation)",
-        r"so the kernel has dimension at least Σ_v (n_v - d)_+ - (m - d), and compatibility needs Σ_v (n_v - d)_+ "
-        r"<= m - d."),
+        r"so the kernel has dimension at least $\sum_{v} (n_{v} - d)_{+} - (m - d)$, and compatibility needs "
+        r"$$\sum_v (n_v - d)_+ \le m - d.$$"),
     "kinematic-law": (
         "docs/separability.md, Supports of size V - 1: the exact finite-m law (our derivation)",
-        r"P(separable at d) = 2 Σ_{k >= 1 odd} P(S = (V - 1) n + k) + (the subspace terms above)."),
+        r"$$P(\text{separable at } d) = 2 \sum_{k \ge 1 \text{ odd}} P(S = (V - 1) n + k) + (\text{the subspace terms "
+        r"above}).$$"),
 }
