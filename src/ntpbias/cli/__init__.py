@@ -19,6 +19,7 @@ import warnings
 import click
 
 from ..errors import NTPBiasError
+from ..threads import apply_threads
 from . import (  # noqa: F401  (each registers its command)
     analyze,
     corpus,
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     try:
+        apply_threads()  # done when ntpbias was imported; raises here when NTPBIAS_THREADS is not a count
         with warnings.catch_warnings(), _quiet_workers(not debug):
             if not debug:
                 warnings.simplefilter("ignore")

@@ -9,7 +9,7 @@ import click
 
 from .. import __version__
 from ..config import INT64_MAX
-from ._common import _console, cli, load_ntp_data, max_memory_option, overwrite_option
+from ._common import _console, cli, load_ntp_data, overwrite_option, resource_options
 
 
 def _fmt(x) -> str:
@@ -51,7 +51,7 @@ def _fmt(x) -> str:
 @overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
             with_ufm, norms, overwrite, as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.

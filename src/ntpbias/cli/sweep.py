@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..config import INT64_MAX
-from ._common import _console, cli, max_memory_option, overwrite_option
+from ._common import _console, cli, overwrite_option, resource_options
 
 
 @cli.command()
@@ -30,7 +30,7 @@ from ._common import _console, cli, max_memory_option, overwrite_option
 @click.option("--dry-run", is_flag=True, help="Check the sweep file and list the cells; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep's summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overrides, retry_failed, overwrite, dry_run,
           as_json, quiet):
     """Run every cell of SWEEP_FILE (a base preset or config x axes of settings and seeds).
