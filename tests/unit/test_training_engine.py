@@ -2,6 +2,8 @@
 checkpoints and exact resume, divergence and interruption handling."""
 
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -145,13 +147,14 @@ def test_batched_seeds_equal_sequential_runs(small, tmp_path):
 
 
 class _InterruptAt(LinearNTPProblem):
-    """Raises Ctrl-C when asked for the gradient at step ``stop``."""
+    """Presses Ctrl-C (a real SIGINT to this process) while computing the gradient of step ``stop``: the loop finishes
+    that step and stops before the next one."""
 
     stop = -1
 
     def loss_and_grad(self, params, step, generators):
         if step == self.stop:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)
         return super().loss_and_grad(params, step, generators)
 
 
@@ -162,7 +165,7 @@ def test_resume_equals_uninterrupted(small, tmp_path):
     problem = _InterruptAt(data, ref)
     problem.stop = 120
     first = Trainer(problem, Optimizer(opt), cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "p").run()
-    assert first.status == "interrupted" and first.step == 120
+    assert first.status == "interrupted" and first.step == 121
     resumed = Trainer(LinearNTPProblem(data, ref), Optimizer(opt), cfg, seeds=[0, 1],
                       checkpoint_dir=tmp_path / "p").run(resume=True)
     assert resumed.status == "completed"
@@ -212,9 +215,10 @@ def test_keyboard_interrupt_writes_a_checkpoint(small, tmp_path):
     problem = _InterruptAt(data, ref)
     problem.stop = 50
     h = Trainer(problem, Optimizer(OptimizerConfig()), TrainConfig(steps=100), seeds=[0], checkpoint_dir=tmp_path).run()
-    assert h.status == "interrupted" and h.step == 50 and "resume" in h.message
+    assert h.status == "interrupted" and h.step == 51 and "interrupted at step 51" in h.message
+    assert "--resume" in h.message
     state = torch.load(tmp_path / "last.pt", weights_only=True)
-    assert state["step"] == 50 and state["status"] == "interrupted"
+    assert state["step"] == 51 and state["status"] == "interrupted"
     assert torch.equal(state["params"]["W"], h.params["W"])
 
 

@@ -2,6 +2,8 @@
 references, batched runs, resume == uninterrupted, prediction, the Theorem-3 input builder, configs."""
 
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -235,12 +237,12 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
 
     def interrupted(self, params, step, generators):
         if step == 25:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the loop finishes step 25 and stops
         return original(self, params, step, generators)
 
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", interrupted)
     part = train_two_stage(task, checkpoint_dir=tmp_path, **kw)
-    assert part.stage2.status == "interrupted" and part.stage2.step == 25
+    assert part.stage2.status == "interrupted" and part.stage2.step == 26
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", original)
     resumed = train_two_stage(task, checkpoint_dir=tmp_path, resume=True, **kw)
     assert resumed.status == "completed"
