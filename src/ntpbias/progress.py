@@ -9,7 +9,7 @@ shown depends on stderr:
   (30 by default, ``NTPBIAS_PROGRESS_SECONDS`` to change it) while a task is open, naming every open task, its
   count, the time since it started and, when its total is known, the estimated time left::
 
-      ntpbias: reproduce 3/9 optimizers | adam: step 1200/4000 (30%), 1m02s elapsed, about 2m25s left
+      ntpbias: reproduce optimizers (3/9 done) | adam: step 1200/4000 (30%), 1m02s elapsed, about 2m25s left
 
 A task opened with ``enabled=False`` (``--quiet``) shows nothing. The lines come from a background thread, so they
 keep their pace through work that does not report (a solver, a long step).
@@ -52,12 +52,14 @@ class Task:
         self.completed += n
         _display.refresh(self)
 
-    def update(self, *, completed: int | None = None, description: str | None = None) -> None:
+    def update(self, *, completed: int | None = None, description: str | None = None, total: int | None = None) -> None:
         if completed is not None:
             self.completed = completed
         if description is not None:
             self.description = description
-        _display.refresh(self, force=description is not None)
+        if total is not None:
+            self.total = total
+        _display.refresh(self, force=description is not None or total is not None)
 
     def line(self, now: float) -> str:
         """``what: step n/N (p%), elapsed, about t left`` (the count only when there is a total, the time left only
@@ -75,8 +77,10 @@ class Task:
         return text
 
     def brief(self) -> str:
-        """An outer task in a line: ``what n/N``."""
-        return f"{self.description} {self.completed}/{self.total}" if self.total is not None else self.description
+        """An outer task in a line: ``what (n/N done)``."""
+        if self.total is None:
+            return self.description
+        return f"{self.description} ({self.completed}/{self.total} done)"
 
 
 def _duration(seconds: float) -> str:
@@ -132,7 +136,7 @@ class _Display:
         now = time.monotonic()
         if force or now - self.last_push > 0.05:
             self.last_push = now
-            self.live.update(task._row, completed=task.completed, description=task.description)
+            self.live.update(task._row, completed=task.completed, description=task.description, total=task.total)
 
     def _open_row(self, task: Task) -> None:
         if self.live is None:
