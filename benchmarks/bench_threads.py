@@ -21,7 +21,7 @@ forced`` row: CPU at most 1.5x. The benchmark itself sets no thread variable (it
 with its own environment); the machine's load average is printed with the table, since a shared machine's other
 users change every number.
 
-Run: python benchmarks/bench_threads.py [--only lm,analyze] [--steps 100] [--lines 3000] [--settings default,one]
+Run: python benchmarks/bench_threads.py [--only lm,analyze] [--steps 100] [--lines 60] [--settings default,one]
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--only", default="lm,analyze,reproduce", help="commands: lm, analyze, reproduce")
     parser.add_argument("--settings", default="default,one,cores,spin", help=f"of {', '.join(SETTINGS)}")
     parser.add_argument("--steps", type=int, default=100, help="lm: training steps")
-    parser.add_argument("--lines", type=int, default=3000, help="analyze: lines of Shakespeare")
+    parser.add_argument("--lines", type=int, default=60, help="analyze: lines of Shakespeare")
     parser.add_argument("--busy", type=int, default=2, help="CPU-burning processes beside the command")
     args = parser.parse_args()
     only, settings = args.only.split(","), args.settings.split(",")
