@@ -54,15 +54,18 @@ def terminate_like_interrupt() -> contextlib.AbstractContextManager[None]:
 
 
 class StopRequest:
-    """The signal that asked a loop to stop (``signum``; None while none did)."""
+    """The signal that asked a loop to stop (``signum``; None while none did); the loop sets ``handled`` when it
+    stopped for it."""
 
     signum: int | None = None
+    handled: bool = False
 
 
 @contextlib.contextmanager
 def stop_at_safe_point() -> Iterator[StopRequest]:
     """While the body runs, SIGINT and SIGTERM set ``request.signum`` instead of raising: the body reads it at its
-    safe points (between two training steps) and stops there. A second signal raises at once."""
+    safe points (between two training steps), stops there and sets ``request.handled``. A second signal raises at once;
+    a signal the body did not handle (it arrived after the last safe point) is delivered again when the body ends."""
     request = StopRequest()
 
     def defer(signum: int, frame) -> None:
@@ -73,6 +76,8 @@ def stop_at_safe_point() -> Iterator[StopRequest]:
 
     with _handlers(defer):
         yield request
+    if request.signum is not None and not request.handled:
+        signal.raise_signal(request.signum)
 
 
 @contextlib.contextmanager

@@ -233,3 +233,20 @@ def test_sgd_gradients_are_unbiased(small):
         # and the estimate is not trivially the full gradient
         assert not torch.allclose(g["W"], full)
     assert np.isfinite(float(ref.F.norm_W_star))
+
+
+def test_a_signal_after_the_last_step_is_delivered_when_the_loop_ends(small, tmp_path):
+    data, ref = small
+
+    class InterruptLast(LinearNTPProblem):
+        def loss_and_grad(self, params, step, generators):
+            if step == 9:  # during the last step: no safe point follows, so the loop cannot stop for it
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().loss_and_grad(params, step, generators)
+
+    trainer = Trainer(InterruptLast(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=10), seeds=[0],
+                      checkpoint_dir=tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert state["step"] == 10 and state["status"] == "completed"  # the finished training was saved first

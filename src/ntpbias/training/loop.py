@@ -199,6 +199,7 @@ class Trainer:
                               enabled=self.progress) as bar:
             while step < cfg.steps:
                 if stop.signum is not None:  # Ctrl-C or SIGTERM, read between two whole steps
+                    stop.handled = True
                     status = "interrupted"
                     message = f"{signal_name(stop.signum)} at step {step}; continue with --resume"
                     break
