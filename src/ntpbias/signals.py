@@ -47,10 +47,15 @@ def _raise(signum: int, _frame) -> None:
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
-def terminate_like_interrupt() -> contextlib.AbstractContextManager[None]:
-    """While the body runs, SIGTERM raises :class:`Terminated` (and Ctrl-C is recorded for :func:`received`); the
-    previous handlers come back after. Outside the main thread (where Python cannot set handlers) it does nothing."""
-    return _handlers(_raise)
+@contextlib.contextmanager
+def terminate_like_interrupt() -> Iterator[None]:
+    """While the body runs, SIGTERM raises :class:`Terminated` (and Ctrl-C is recorded for :func:`received`, which
+    starts from None); the previous handlers come back after. Outside the main thread (where Python cannot set
+    handlers) it does nothing."""
+    global _received
+    _received = None
+    with _handlers(_raise):
+        yield
 
 
 class StopRequest:

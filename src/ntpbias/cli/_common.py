@@ -71,7 +71,8 @@ def resource_options(command):
 
     run = click.option("--threads", type=click.IntRange(1, 4096), default=None, metavar="N",
                        help="Threads for torch and BLAS (default 1, or NTPBIAS_THREADS, or OMP_NUM_THREADS; "
-                            "docs/errors-and-limits.md#threads); more threads pay off only on large dense problems.")(run)
+                            "docs/errors-and-limits.md#threads); more threads pay off only on large dense "
+                            "problems.")(run)
     return click.option("--max-memory", default=None, metavar="SIZE",
                         help="Memory this command may take, e.g. 16G or 500M (default: what is available now; "
                              "none: no check). Work whose estimate exceeds it is refused before it starts "
