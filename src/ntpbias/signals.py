@@ -79,20 +79,31 @@ def stop_at_safe_point() -> Iterator[StopRequest]:
             _raise(signum, frame)
         _received = request.signum = signum
 
-    with _handlers(defer):
+    with _handlers(defer) as before:
         yield request
     if request.signum is not None and not request.handled:
-        signal.raise_signal(request.signum)
+        _deliver(request.signum, before.get(request.signum, signal.SIG_DFL))
+
+
+def _deliver(signum: int, handler) -> None:
+    """Act on ``signum`` as ``handler`` (the one in place before a deferral) would, here and now: call it (Python's
+    default raises ``KeyboardInterrupt``), ignore it, or let the default action happen."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler != signal.SIG_IGN:
+        signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
-def _handlers(handler) -> Iterator[None]:
+def _handlers(handler) -> Iterator[dict]:
+    """``handler`` for SIGINT and SIGTERM while the body runs; yields the handlers it replaced (none outside the main
+    thread, where Python cannot set handlers)."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield {}
         return
     before = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield before
     finally:
         for s, h in before.items():
             signal.signal(s, h)
