@@ -3,7 +3,6 @@ the gradient floor) and joint minibatch training of the nn.Modules (autograd gra
 themselves, epoch permutations, AdamW + step decay against torch.optim, exact resume, seed batching)."""
 
 import math
-import os
 import signal
 
 import numpy as np
@@ -222,8 +221,8 @@ def test_seed_batching_does_not_change_a_run():
 
 
 class _Interrupting:
-    """Wrap a problem so that Ctrl-C (a real SIGINT) arrives during ``loss_and_grad`` at one step (mid-epoch): the loop
-    finishes that step and stops before the next."""
+    """Wrap a problem so that Ctrl-C arrives during ``loss_and_grad`` at one step (mid-epoch; the SIGINT handler runs in
+    place): the loop finishes that step and stops before the next."""
 
     def __init__(self, problem, at):
         self.problem, self.at = problem, at
@@ -233,7 +232,7 @@ class _Interrupting:
 
     def loss_and_grad(self, params, step, generators):
         if step == self.at:
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
         return self.problem.loss_and_grad(params, step, generators)
 
     def metrics(self, params):

@@ -2,7 +2,6 @@
 checkpoints and exact resume, divergence and interruption handling."""
 
 import math
-import os
 import signal
 
 import numpy as np
@@ -147,14 +146,15 @@ def test_batched_seeds_equal_sequential_runs(small, tmp_path):
 
 
 class _InterruptAt(LinearNTPProblem):
-    """Presses Ctrl-C (a real SIGINT to this process) while computing the gradient of step ``stop``: the loop finishes
-    that step and stops before the next one."""
+    """Presses Ctrl-C while computing the gradient of step ``stop`` (runs the SIGINT handler in place, as Python does
+    when the signal arrives; ``os.kill`` would leave the moment to the interpreter): the loop finishes that step and
+    stops before the next one."""
 
     stop = -1
 
     def loss_and_grad(self, params, step, generators):
         if step == self.stop:
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
         return super().loss_and_grad(params, step, generators)
 
 
@@ -241,7 +241,7 @@ def test_a_signal_after_the_last_step_is_delivered_when_the_loop_ends(small, tmp
     class InterruptLast(LinearNTPProblem):
         def loss_and_grad(self, params, step, generators):
             if step == 9:  # during the last step: no safe point follows, so the loop cannot stop for it
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
             return super().loss_and_grad(params, step, generators)
 
     trainer = Trainer(InterruptLast(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=10), seeds=[0],

@@ -2,7 +2,6 @@
 references, batched runs, resume == uninterrupted, prediction, the Theorem-3 input builder, configs."""
 
 import math
-import os
 import signal
 
 import numpy as np
@@ -237,7 +236,7 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
 
     def interrupted(self, params, step, generators):
         if step == 25:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the loop finishes step 25 and stops
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # Ctrl-C: the loop finishes step 25 and stops
         return original(self, params, step, generators)
 
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", interrupted)
