@@ -246,7 +246,11 @@ def test_a_signal_after_the_last_step_is_delivered_when_the_loop_ends(small, tmp
 
     trainer = Trainer(InterruptLast(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=10), seeds=[0],
                       checkpoint_dir=tmp_path)
-    with pytest.raises(KeyboardInterrupt):
-        trainer.run()
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own Ctrl-C, whatever ran before
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trainer.run()
+    finally:
+        signal.signal(signal.SIGINT, before)
     state = torch.load(tmp_path / "last.pt", weights_only=True)
     assert state["step"] == 10 and state["status"] == "completed"  # the finished training was saved first
