@@ -96,12 +96,14 @@ def _deliver(signum: int, handler) -> None:
 
 @contextlib.contextmanager
 def _handlers(handler) -> Iterator[dict]:
-    """``handler`` for SIGINT and SIGTERM while the body runs; yields the handlers it replaced (none outside the main
-    thread, where Python cannot set handlers)."""
+    """``handler`` for SIGINT and SIGTERM while the body runs; yields the handlers it replaced. A signal the process
+    ignores stays ignored (a background job of a non-interactive shell starts with SIGINT ignored), and outside the
+    main thread, where Python cannot set handlers, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield {}
         return
-    before = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    before = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)
+              if signal.getsignal(s) != signal.SIG_IGN}
     try:
         yield before
     finally:

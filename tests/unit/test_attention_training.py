@@ -221,8 +221,8 @@ def test_seed_batching_does_not_change_a_run():
 
 
 class _Interrupting:
-    """Wrap a problem so that Ctrl-C arrives during ``loss_and_grad`` at one step (mid-epoch; the SIGINT handler runs in
-    place): the loop finishes that step and stops before the next."""
+    """Wrap a problem so that SIGTERM (a scheduler's stop, handled as Ctrl-C) arrives during ``loss_and_grad`` at one
+    step (mid-epoch; the handler in place runs): the loop finishes that step and stops before the next."""
 
     def __init__(self, problem, at):
         self.problem, self.at = problem, at
@@ -232,7 +232,7 @@ class _Interrupting:
 
     def loss_and_grad(self, params, step, generators):
         if step == self.at:
-            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
         return self.problem.loss_and_grad(params, step, generators)
 
     def metrics(self, params):

@@ -146,15 +146,15 @@ def test_batched_seeds_equal_sequential_runs(small, tmp_path):
 
 
 class _InterruptAt(LinearNTPProblem):
-    """Presses Ctrl-C while computing the gradient of step ``stop`` (runs the SIGINT handler in place, as Python does
-    when the signal arrives; ``os.kill`` would leave the moment to the interpreter): the loop finishes that step and
-    stops before the next one."""
+    """A scheduler's SIGTERM arrives while computing the gradient of step ``stop`` (the handler in place runs, as Python
+    runs it when the signal arrives; ``os.kill`` would leave the moment to the interpreter, and SIGINT may be ignored
+    in a background job): the loop finishes that step and stops before the next one."""
 
     stop = -1
 
     def loss_and_grad(self, params, step, generators):
         if step == self.stop:
-            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
         return super().loss_and_grad(params, step, generators)
 
 
@@ -210,12 +210,12 @@ def test_deferred_nonfinite_check_reports_the_exact_step_and_drops_later_rows(sm
     assert h.steps[-1] == 35  # rows after the first bad step are dropped
 
 
-def test_keyboard_interrupt_writes_a_checkpoint(small, tmp_path):
+def test_a_stop_signal_writes_a_checkpoint(small, tmp_path):
     data, ref = small
     problem = _InterruptAt(data, ref)
     problem.stop = 50
     h = Trainer(problem, Optimizer(OptimizerConfig()), TrainConfig(steps=100), seeds=[0], checkpoint_dir=tmp_path).run()
-    assert h.status == "interrupted" and h.step == 51 and "interrupted at step 51" in h.message
+    assert h.status == "interrupted" and h.step == 51 and "terminated at step 51" in h.message
     assert "--resume" in h.message
     state = torch.load(tmp_path / "last.pt", weights_only=True)
     assert state["step"] == 51 and state["status"] == "interrupted"

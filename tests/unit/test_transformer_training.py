@@ -236,7 +236,7 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
 
     def interrupted(self, params, step, generators):
         if step == 25:
-            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # Ctrl-C: the loop finishes step 25 and stops
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # SIGTERM: step 25 ends, then it stops
         return original(self, params, step, generators)
 
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", interrupted)
