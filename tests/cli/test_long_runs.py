@@ -21,8 +21,11 @@ PROGRESS = re.compile(r"^ntpbias: train: step (\d+)/(\d+) \(\d+%\), \S+ elapsed"
 
 def _start(*args, env=None):
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "NTPBIAS_PROGRESS_SECONDS": "0.2", **(env or {})}
+    # Ctrl-C reaches the command as in a terminal even when the tests run as a background job (which starts with
+    # SIGINT ignored, and a command keeps a signal its parent ignores)
     return subprocess.Popen([sys.executable, "-m", "ntpbias", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _stop_after_progress(proc, signum):
