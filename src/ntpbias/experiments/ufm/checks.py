@@ -206,21 +206,32 @@ def path_premise(run: PathRun) -> tuple[str, bool]:
             "λ||L||_*"), d >= max(ranks)
 
 
-def _trend(name: str, claim: str, values: np.ndarray, direction: str, **kw) -> Check:
-    """A check that ``values`` (worst seed per point) move strictly in ``direction`` at every step."""
-    steps = np.diff(values)
-    ok = bool(np.all(steps < 0) if direction == "decreasing" else np.all(steps > 0))
-    return Check(name, claim, float(values[-1]), direction, ok, **kw)
+def _closing(name: str, claim: str, distances: dict[str, np.ndarray], target: str, shown: np.ndarray,
+             **kw) -> Check:
+    """A limit statement along the path, graded against the competing limits: ``target``'s distance
+    (``distances[target]``, (points,), worst seed) falls at every step of the λ grid, and at the smallest λ it is below
+    every other candidate's by a lead (log10 of their ratio, decades) that grows over the smaller half of the grid (a
+    distance levelling off at a positive value falls behind). ``shown``: the value reported (error or cosine)."""
+    logd = {k: np.log10(np.maximum(v, EXACT)) for k, v in distances.items()}
+    rivals = [k for k in logd if k != target]
+    lead = np.min([logd[k] - logd[target] for k in rivals], axis=0)
+    half = len(lead) // 2
+    closest = min(rivals, key=lambda k: logd[k][-1])
+    ok = bool(np.all(np.diff(distances[target]) < 0) and lead[-1] > 0 and lead[-1] > lead[half])
+    return Check(name, claim, f"{shown[-1]:.4g}; lead {lead[-1]:+.3f} decades over {closest} (from {lead[half]:+.3f})",
+                 "falls at every step; closest at the smallest λ, by a lead growing over the smaller half", ok, **kw)
 
 
-def _rival_trend(check: Check, rivals: dict[str, np.ndarray], direction: str, what: str) -> Check:
-    """``check`` with its negative control: the same trend measured against each competing limit; shown: one that
-    passes, else the one ending closest."""
-    trials = {k: _trend(check.name, check.claim, v, direction) for k, v in rivals.items()}
-    sign = 1 if direction == "increasing" else -1
-    rival = max(trials, key=lambda k: (trials[k].passed, sign * trials[k].measured))
-    return with_control(check, f"{what} measured against the competing limits ({', '.join(trials)}) instead; shown: "
-                        f"{rival}", replace(trials[rival], measured=f"{rival}: {trials[rival].measured:.4g}"))
+def _limit_check(name: str, claim: str, distances: dict[str, np.ndarray], shown: dict[str, np.ndarray],
+                 what: str, **kw) -> Check:
+    """:func:`_closing` for the predicted limit (the first key of ``distances``), with its negative control: the same
+    check with the closest competing limit taken as the limit (the predicted one among its rivals)."""
+    target, *rivals = distances
+    check = _closing(name, claim, distances, target, shown[target], **kw)
+    rival = min(rivals, key=lambda k: distances[k][-1])
+    on_control = _closing(name, claim, distances, rival, shown[rival])
+    return with_control(check, f"{what}: the closest competing limit ({rival}; candidates {', '.join(rivals)}) taken "
+                        "as the limit", replace(on_control, measured=f"{rival}: {on_control.measured}"))
 
 
 def path_checks(name: str, run: PathRun, data: NTPData, ref: UFMReference, *, levels: str | None = None,
@@ -261,23 +272,26 @@ def path_checks(name: str, run: PathRun, data: NTPData, ref: UFMReference, *, le
     series = _path_series(run, data, ref)
     trend = {"source": f"{ZHAO}: regularization path of the NTP-UFM; docs/ufm.md, U-2",
              "threshold_source": "the predicted trend, over the whole λ grid", **thm}
-    check = _trend(f"{name}: finite part -> L*", "||P_F(L_λ) - L*|| / ||L*|| decreases at every step as λ -> 0 "
-                   "(worst seed)", series["F"], "decreasing", **trend, **cite("docs:ufm-sparse-low-rank"),
-                   metric="||P_F(L_λ) - L*|| / ||L*|| over the λ grid: strictly decreasing (the value at the "
-                   "smallest λ shown)")
-    out.append(with_control(check, "the wrong limit: L* with each context's probabilities taken from the next context "
-                            "of its support set (same supports and values, wrong pairing)",
-                            _trend(check.name, check.claim, series["F_wrong"], "decreasing")))
-    check = _trend(f"{name}: growing part -> L^mm", "cos(P_⊥(L_λ), L^mm) increases at every step as λ -> 0 (worst "
-                   "seed)", series["cos"], "increasing", **trend, **cite("docs:ufm-sparse-low-rank"),
-                   metric="cos(P_⊥(L_λ), L^mm) over the λ grid: strictly increasing (the value at the smallest λ "
-                   "shown)")
-    out.append(_rival_trend(check, series["cos_rivals"], "increasing", "cos(P_⊥(L_λ), ·)"))
-    check = _trend(f"{name}: Gram alignment", "cos(W W^T, (L^mm L^mm^T)^{1/2}) and cos(H H^T, (L^mm^T L^mm)^{1/2}) "
-                   "increase at every step as λ -> 0 (smaller of the two, worst seed)", series["gram"], "increasing",
-                   **{**trend, "source": f"{ZHAO}; docs/ufm.md, U-4"}, **cite("docs:ufm-gram"),
-                   metric="the smaller Gram cosine over the λ grid: strictly increasing")
-    out.append(_rival_trend(check, series["gram_rivals"], "increasing", "the Gram cosines with the Grams of"))
+    out.append(_limit_check(f"{name}: finite part -> L*", "||P_F(L_λ) - L*|| / ||L*|| decreases at every step as "
+                            "λ -> 0 and ends closer to L* than to a wrong finite part (worst seed)",
+                            series["F"], series["F"], "the wrong limit", **trend, **cite("docs:ufm-sparse-low-rank"),
+                            metric="||P_F(L_λ) - X|| / ||L*|| over the λ grid for X = L* and X = L* with each "
+                            "context's probabilities taken from the next context of its support set (wrong pairing): "
+                            "strictly decreasing for L*, and smaller, by a growing lead (the value at the smallest λ "
+                            "shown)"))
+    out.append(_limit_check(f"{name}: growing part -> L^mm", "cos(P_⊥(L_λ), L^mm) increases at every step as λ -> 0 "
+                            "and ends closer to 1 than the cosine with any competing limit (worst seed)",
+                            _gaps(series["cos"]), series["cos"], "the wrong limit", **trend,
+                            **cite("docs:ufm-sparse-low-rank"), metric="1 - cos(P_⊥(L_λ), X) over the λ grid for X = "
+                            f"L^mm and the competing limits {', '.join(list(series['cos'])[1:])}: strictly "
+                            "decreasing for L^mm, and smaller, by a growing lead (cos at the smallest λ shown)"))
+    out.append(_limit_check(f"{name}: Gram alignment", "cos(W W^T, (L^mm L^mm^T)^{1/2}) and cos(H H^T, (L^mm^T "
+                            "L^mm)^{1/2}) increase at every step as λ -> 0 and end closer to 1 than with the Grams "
+                            "of any competing limit (smaller of the two, worst seed)", _gaps(series["gram"]),
+                            series["gram"], "the wrong limit", **{**trend, "source": f"{ZHAO}; docs/ufm.md, U-4"},
+                            **cite("docs:ufm-gram"), metric="1 - the smaller Gram cosine over the λ grid with the "
+                            "Grams of L^mm and of the competing limits: strictly decreasing for L^mm, and smaller, by "
+                            "a growing lead"))
     if collapse and not math.isnan(series["sub"][-1]):
         out.append(_collapse_check(name, run, series, trend))
     if levels is not None:
@@ -285,11 +299,16 @@ def path_checks(name: str, run: PathRun, data: NTPData, ref: UFMReference, *, le
     return out
 
 
+def _gaps(cosines: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: 1 - v for k, v in cosines.items()}
+
+
 def _path_series(run: PathRun, data: NTPData, ref: UFMReference) -> dict:
-    """The path's trend measurements (worst seed per point) and the same on their negative controls."""
-    L_star = finite_logits(data)
+    """The path's measurements (worst seed per point) against the predicted limit (first key) and the competing ones:
+    ``F`` (relative errors), ``cos`` and ``gram`` (cosines), ``sub`` and ``sub_wrong`` (collapse ratios with the
+    support sets and with a wrong grouping)."""
     L_wrong = shuffled_finite_logits(data, ref.groups)
-    norm = torch.linalg.matrix_norm(L_star).clamp_min(1e-300)
+    norm = torch.linalg.matrix_norm(finite_logits(data)).clamp_min(1e-300)
     rivals = competing_limits(data, ref)
     grams = {k: predicted_grams(v) for k, v in rivals.items()}
 
@@ -300,13 +319,14 @@ def _path_series(run: PathRun, data: NTPData, ref: UFMReference) -> dict:
         return subspace_collapse(p.W, p.H, groups, ref.mm_U)["sub_collapse_ratio"]
 
     return {
-        "F": _by_point(run, "F_error_rel").max(1),
-        "F_wrong": _along(run, lambda p: torch.linalg.matrix_norm(project_F(p.L, data) - L_wrong) / norm).max(1),
-        "cos": _by_point(run, "cos_perp_mm").min(1),
-        "cos_rivals": {k: _along(run, lambda p, v=v: logit_decomposition(p.L, data, v)["cos_perp_mm"]).min(1)
-                       for k, v in rivals.items()},
-        "gram": np.minimum(_by_point(run, "cos_word_gram"), _by_point(run, "cos_context_gram")).min(1),
-        "gram_rivals": {k: _along(run, lambda p, g=g: gram_cos(p, *g)).min(1) for k, g in grams.items()},
+        "F": {"L*": _by_point(run, "F_error_rel").max(1),
+              "L* (wrong pairing)": _along(run, lambda p: torch.linalg.matrix_norm(project_F(p.L, data) - L_wrong)
+                                           / norm).max(1)},
+        "cos": {"L^mm": _by_point(run, "cos_perp_mm").min(1),
+                **{k: _along(run, lambda p, v=v: logit_decomposition(p.L, data, v)["cos_perp_mm"]).min(1)
+                   for k, v in rivals.items()}},
+        "gram": {"L^mm": np.minimum(_by_point(run, "cos_word_gram"), _by_point(run, "cos_context_gram")).min(1),
+                 **{k: _along(run, lambda p, g=g: gram_cos(p, *g)).min(1) for k, g in grams.items()}},
         "sub": _by_point(run, "sub_collapse_ratio").max(1),
         "sub_wrong": _along(run, lambda p: collapse_ratio(p, merged_groups(ref.groups))).max(1),
     }
@@ -348,21 +368,23 @@ def _path_levels(name: str, run: PathRun, series: dict, data_seed: int | None, t
                      threshold_source=calibrated(key, data_seed), **level_fields)
         return with_control(check, control, test(check.name, claim, on_control, LEVELS[key]))
 
-    rival_cos = max(series["cos_rivals"], key=lambda k: series["cos_rivals"][k][-1])
-    rival_gram = max(series["gram_rivals"], key=lambda k: series["gram_rivals"][k][-1])
+    def closest(cosines):
+        return max(list(cosines)[1:], key=lambda k: cosines[k][-1])
+
+    rival_cos, rival_gram = closest(series["cos"]), closest(series["gram"])
     return [
-        level(check_at_most, "path_F_error_rel", "finite part", "||P_F(L_λ) - L*|| / ||L*||", series["F"][-1],
+        level(check_at_most, "path_F_error_rel", "finite part", "||P_F(L_λ) - L*|| / ||L*||", series["F"]["L*"][-1],
               "the wrong limit: L* with each context's probabilities taken from the next context of its support set",
-              series["F_wrong"][-1]),
-        level(check_at_least, "path_cos_perp_mm", "growing part", "cos(P_⊥(L_λ), L^mm)", series["cos"][-1],
+              series["F"]["L* (wrong pairing)"][-1]),
+        level(check_at_least, "path_cos_perp_mm", "growing part", "cos(P_⊥(L_λ), L^mm)", series["cos"]["L^mm"][-1],
               f"the closest competing limit, {rival_cos}: cos(P_⊥(L_λ), {rival_cos})",
-              series["cos_rivals"][rival_cos][-1]),
+              series["cos"][rival_cos][-1]),
         level(check_at_most, "path_sub_collapse_ratio", "subspace collapse", "within-set spread / between-set angle "
               "in the support-pattern subspace", series["sub"][-1], "a wrong grouping: support sets 2k and 2k + 1 "
               "labelled as one", series["sub_wrong"][-1]),
         level(check_at_least, "path_gram", "Gram alignment", "cos(W W^T, U Σ U^T) and cos(H H^T, V Σ V^T) for the "
-              "SVD U Σ V^T of L^mm (smaller of the two)", series["gram"][-1], f"the closest competing limit, "
-              f"{rival_gram}: the Gram cosines with its Grams", series["gram_rivals"][rival_gram][-1]),
+              "SVD U Σ V^T of L^mm (smaller of the two)", series["gram"]["L^mm"][-1], f"the closest competing "
+              f"limit, {rival_gram}: the Gram cosines with its Grams", series["gram"][rival_gram][-1]),
     ]
 
 
