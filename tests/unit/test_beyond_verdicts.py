@@ -145,6 +145,7 @@ def test_shuffled_finite_part_against_a_loop():
     assert torch.equal(shuffled_finite_logits(data, torch.arange(data.m)), L)  # one context per set: no change
 
 
+@pytest.mark.slow
 def test_competing_limits(planted_path):
     from ntpbias.experiments.ufm.checks import competing_limits
     from ntpbias.experiments.ufm.config import OVERLAP
@@ -159,6 +160,7 @@ def test_competing_limits(planted_path):
     assert list(competing_limits(overlap, reference(overlap, OVERLAP)[0])) == ["S̃", "D0"]
 
 
+@pytest.mark.slow
 def test_path_checks_pass_and_fail_on_their_controls(planted_path):
     from ntpbias.experiments.ufm.checks import path_checks
 
