@@ -223,15 +223,16 @@ def _closing(name: str, claim: str, distances: dict[str, np.ndarray], target: st
 
 
 def _limit_check(name: str, claim: str, distances: dict[str, np.ndarray], shown: dict[str, np.ndarray],
-                 what: str, **kw) -> Check:
+                 **kw) -> Check:
     """:func:`_closing` for the predicted limit (the first key of ``distances``), with its negative control: the same
     check with the closest competing limit taken as the limit (the predicted one among its rivals)."""
     target, *rivals = distances
     check = _closing(name, claim, distances, target, shown[target], **kw)
     rival = min(rivals, key=lambda k: distances[k][-1])
     on_control = _closing(name, claim, distances, rival, shown[rival])
-    return with_control(check, f"{what}: the closest competing limit ({rival}; candidates {', '.join(rivals)}) taken "
-                        "as the limit", replace(on_control, measured=f"{rival}: {on_control.measured}"))
+    return with_control(check, f"the wrong limit: the closest competing limit ({rival}; candidates "
+                        f"{', '.join(rivals)}) taken as the limit",
+                        replace(on_control, measured=f"{rival}: {on_control.measured}"))
 
 
 def path_checks(name: str, run: PathRun, data: NTPData, ref: UFMReference, *, levels: str | None = None,
@@ -274,21 +275,21 @@ def path_checks(name: str, run: PathRun, data: NTPData, ref: UFMReference, *, le
              "threshold_source": "the predicted trend, over the whole λ grid", **thm}
     out.append(_limit_check(f"{name}: finite part -> L*", "||P_F(L_λ) - L*|| / ||L*|| decreases at every step as "
                             "λ -> 0 and ends closer to L* than to a wrong finite part (worst seed)",
-                            series["F"], series["F"], "the wrong limit", **trend, **cite("docs:ufm-sparse-low-rank"),
+                            series["F"], series["F"], **trend, **cite("docs:ufm-sparse-low-rank"),
                             metric="||P_F(L_λ) - X|| / ||L*|| over the λ grid for X = L* and X = L* with each "
                             "context's probabilities taken from the next context of its support set (wrong pairing): "
                             "strictly decreasing for L*, and smaller, by a growing lead (the value at the smallest λ "
                             "shown)"))
     out.append(_limit_check(f"{name}: growing part -> L^mm", "cos(P_⊥(L_λ), L^mm) increases at every step as λ -> 0 "
                             "and ends closer to 1 than the cosine with any competing limit (worst seed)",
-                            _gaps(series["cos"]), series["cos"], "the wrong limit", **trend,
+                            _gaps(series["cos"]), series["cos"], **trend,
                             **cite("docs:ufm-sparse-low-rank"), metric="1 - cos(P_⊥(L_λ), X) over the λ grid for X = "
                             f"L^mm and the competing limits {', '.join(list(series['cos'])[1:])}: strictly "
                             "decreasing for L^mm, and smaller, by a growing lead (cos at the smallest λ shown)"))
     out.append(_limit_check(f"{name}: Gram alignment", "cos(W W^T, (L^mm L^mm^T)^{1/2}) and cos(H H^T, (L^mm^T "
                             "L^mm)^{1/2}) increase at every step as λ -> 0 and end closer to 1 than with the Grams "
                             "of any competing limit (smaller of the two, worst seed)", _gaps(series["gram"]),
-                            series["gram"], "the wrong limit", **{**trend, "source": f"{ZHAO}; docs/ufm.md, U-4"},
+                            series["gram"], **{**trend, "source": f"{ZHAO}; docs/ufm.md, U-4"},
                             **cite("docs:ufm-gram"), metric="1 - the smaller Gram cosine over the λ grid with the "
                             "Grams of L^mm and of the competing limits: strictly decreasing for L^mm, and smaller, by "
                             "a growing lead"))
