@@ -52,6 +52,9 @@ LEVELS: dict[str, float] = {
 #: the training presets the levels were calibrated for (quick scale), by optimizer
 CALIBRATED_TRAINING = {"gd": PLANTED_GD, "adam": PLANTED_ADAM, "ngd": PLANTED_NGD}
 EXACT = 1e-6
+#: the training checks' negative control is the certified optimum at this multiple of the training λ (a smaller λ: a
+#: larger one can exceed λ_0 = ||∇CE(0)||_op, where the optimum is 0)
+WRONG_LAMBDA = 0.1
 
 
 def calibrated(key: str, data_seed: int | None) -> str:

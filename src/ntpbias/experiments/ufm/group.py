@@ -16,6 +16,7 @@ from ...results import Check, FigureSpec, RunResult, Section, Table
 from ..base import RunContext, raise_if_failed
 from ..catalog import GROUPS
 from .checks import (
+    WRONG_LAMBDA,
     ZHAO,
     calibration_differs,
     geometry_checks,
@@ -98,7 +99,7 @@ def run_group(ctx: RunContext) -> RunResult:
             opt = optimum_at(base, data, base.model.lam)
             section.checks.append(check_optimum(opt))
             ref_t = replace(ref, L_opt=opt.L[0])
-            wrong_lam = 10 * base.model.lam  # the wrong target of the training checks' negative control
+            wrong_lam = WRONG_LAMBDA * base.model.lam  # the wrong target of the training checks' control
             wrong = (wrong_lam, optimum_at(base, data, wrong_lam).L[0])
             train_rows = []
             for run, preset in (("gd", PLANTED_GD), ("adam", PLANTED_ADAM), ("ngd", PLANTED_NGD)):
@@ -340,7 +341,7 @@ def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
         ref = replace(ref, L_opt=opt.L[0])
         facts["optimum at λ: certified"] = opt.certified
         if cfg.data.source == "planted":  # the wrong target of the training check's negative control
-            wrong = (10 * cfg.model.lam, optimum_at(cfg, data, 10 * cfg.model.lam).L[0])
+            wrong = (WRONG_LAMBDA * cfg.model.lam, optimum_at(cfg, data, WRONG_LAMBDA * cfg.model.lam).L[0])
     history = train_run(cfg, data, ref, ctx, "train")
     section = Section("train", f"Log-bilinear model: {cfg.optimizer.name} on {cfg.data.source} data, λ = "
                       f"{cfg.model.lam:g}", facts=facts, seconds=history.seconds)
