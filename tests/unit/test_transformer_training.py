@@ -2,6 +2,7 @@
 references, batched runs, resume == uninterrupted, prediction, the Theorem-3 input builder, configs."""
 
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -235,12 +236,12 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
 
     def interrupted(self, params, step, generators):
         if step == 25:
-            raise KeyboardInterrupt
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # SIGTERM: step 25 ends, then it stops
         return original(self, params, step, generators)
 
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", interrupted)
     part = train_two_stage(task, checkpoint_dir=tmp_path, **kw)
-    assert part.stage2.status == "interrupted" and part.stage2.step == 25
+    assert part.stage2.status == "interrupted" and part.stage2.step == 26
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", original)
     resumed = train_two_stage(task, checkpoint_dir=tmp_path, resume=True, **kw)
     assert resumed.status == "completed"

@@ -11,7 +11,7 @@ import click
 
 from ..config import INT64_MAX
 from ..errors import ConfigError
-from ._common import _console, cli, command_line, max_memory_option, overwrite_option, run_dir_options
+from ._common import _console, cli, command_line, overwrite_option, resource_options, run_dir_options
 
 #: the files ``lm analyze`` writes into --out
 ANALYSIS_FILES = ("analysis.json", "ntp_data.npz", "lm_geometry.npz", "report.html")
@@ -121,7 +121,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
 @overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vocab, checkpoints, seed_index, solver,
             no_nuclear, device, out, overwrite, as_json, quiet):
     """Measure the NTP geometry of a model at every checkpoint: the text's NTP data at context length T, the model's
