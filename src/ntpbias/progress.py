@@ -1,4 +1,4 @@
-"""Progress on long work, on a terminal and in a log (docs/errors-and-limits.md#progress).
+"""Progress on long work, on a terminal and in a log (docs/errors-and-limits.md#progress-in-logs).
 
 Long work opens a :func:`task` (a training's steps, ``reproduce``'s groups, a sweep's cells, an analysis). Where it is
 shown depends on stderr:
