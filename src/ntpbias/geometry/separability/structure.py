@@ -21,9 +21,12 @@ Paper A's objects of data (H, P) (eqs. (4)-(6)) often need no solver. With r = r
       (e_z - e_v) h_j^T = Σ_e Σ_{l ∈ J_e} c_{e,l} (e_{t_i} - e_{t_{i+1}}) h_l^T,
 
   a combination of generators of F: the Gordan alternative (A_in^T y + A_eq^T μ = 0 with y the one constraint
-  (j, z, v)) of :mod:`~ntpbias.geometry.separability.verdict`, whose residual is recomputed and reported. With K
-  components (isolated tokens count), F^⊥ ⊂ {W : w_a - w_b ⊥ row(H) within each component}, so
-  (V - K) r <= dim F <= min(R, (V - 1) r): one component gives **dim F = (V - 1) r** and F^⊥ = {1 w^T} + {Z : Z H^T = 0}.
+  (j, z, v)) of :mod:`~ntpbias.geometry.separability.verdict`, whose residual is recomputed and reported.
+* **dim F.** With K components (isolated tokens count), F^⊥ ⊂ {W : w_a - w_b ⊥ row(H) within each component}, so
+  dim F >= (V - K) r. The generators of F only join tokens that share a support, so with K' components of the
+  co-support graph (a, b linked when some S_j holds both, whatever the features) F splits over them and
+  dim F <= min(R, (V - K') r). When every co-support component is one component of the support graph (K = K'),
+  **dim F = (V - K) r**; one component gives dim F = (V - 1) r and F^⊥ = {1 w^T} + {Z : Z H^T = 0}.
 * **Dependent equations.** On an edge with more contexts than r, the features of J_ab have a left null vector c
   (c^T H[J_ab] = 0), so every W has Σ_l c_l (ℓ_{l,a} - ℓ_{l,b}) = 0, while compatibility needs the log-odds
   b_l = log(p̂_{l,a} / p̂_{l,b}) to satisfy the same: |c^T b| / ||c|| > 0 proves the data **not compatible**, and
@@ -73,12 +76,14 @@ class SupportGraph:
     edges : (E, 2) int64 the forest's verified edges (a, b)
     edge_contexts : list of E int64 arrays, contexts of J_ab whose features have rank r (the edge's evidence)
     tested : int, the edges whose rank was tested (verified or not)
+    co_support_components : int, components of the co-support graph (tokens linked when a support holds both)
     """
 
     components: np.ndarray
     edges: np.ndarray
     edge_contexts: list
     tested: int
+    co_support_components: int
 
     @property
     def n_components(self) -> int:
@@ -136,6 +141,7 @@ class Structure:
                 "rows_bound_(V-1)r": (self.V - 1) * self.rank, "inequalities": self.inequalities,
                 "nontrivial_contexts": self.nontrivial, "tied_contexts": int(self.tied.sum()),
                 "components": None if g is None else g.n_components,
+                "co_support_components": None if g is None else g.co_support_components,
                 "graph_edges": None if g is None else len(g.edges),
                 "rank_tests": None if g is None else g.tested,
                 "dim_F": self.dim_F, "dim_F_bounds": list(self.dim_F_bounds), "separable": self.separable,
@@ -208,7 +214,7 @@ def ntp_structure(data: NTPData) -> Structure:
     inside = (S_sp @ comp).toarray()  # (m, components with >= 2 tokens): support tokens in each
     tied_np = ((inside > 0) & (inside < size[big][None, :])).any(1)
     tied = torch.from_numpy(tied_np)
-    lo, hi = min((V - K) * r, R), min(R, (V - 1) * r)
+    lo, hi = min((V - K) * r, R), min(R, (V - graph.co_support_components) * r)
     if not nontrivial:
         sep = _trivial()
     elif tied_np.any():
@@ -266,6 +272,7 @@ def support_graph(H: torch.Tensor, S: sp.csr_matrix, r: int, top: float) -> Supp
     singular value ``top``) and supports S (m, V) (0/1 CSR)."""
     V = S.shape[1]
     pairs = sp.triu(S.T @ S, k=1).tocoo()  # |J_ab| for a < b
+    co_support = csgraph.connected_components(pairs, directed=False)[0]
     keep = pairs.data >= max(r, 1)
     a, b, w = pairs.row[keep], pairs.col[keep], pairs.data[keep]
     Sc = S.tocsc()
@@ -293,7 +300,8 @@ def support_graph(H: torch.Tensor, S: sp.csr_matrix, r: int, top: float) -> Supp
     edges = np.array(sorted(known), dtype=np.int64).reshape(-1, 2)
     adj = sp.coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(V, V))
     _, labels = csgraph.connected_components(adj, directed=False)
-    return SupportGraph(labels.astype(np.int64), edges, [known[tuple(e)] for e in edges.tolist()], tested)
+    return SupportGraph(labels.astype(np.int64), edges, [known[tuple(e)] for e in edges.tolist()], tested,
+                        int(co_support))
 
 
 def _verify_edges(H: torch.Tensor, Sc: sp.csc_matrix, todo: list[tuple[int, int]], r: int, top: float
