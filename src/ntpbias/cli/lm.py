@@ -115,6 +115,9 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
 @click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
               show_default=True, help="NTP-SVM backend (the nuclear-norm SVM: clarabel or ADMM).")
 @click.option("--no-nuclear", is_flag=True, help="Skip the nuclear-norm SVM (the log-bilinear model's L^mm).")
+@click.option("--prefix/--no-prefix", default=True, show_default=True,
+              help="Where the features are not separable, find the longest separable prefix of the contexts by "
+                   "frequency and its W^mm (prefix_*).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the model computes the features (the geometry runs on the CPU in float64).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
@@ -123,7 +126,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @max_memory_option
 def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vocab, checkpoints, seed_index, solver,
-            no_nuclear, device, out, overwrite, as_json, quiet):
+            no_nuclear, prefix, device, out, overwrite, as_json, quiet):
     """Measure the NTP geometry of a model at every checkpoint: the text's NTP data at context length T, the model's
     last hidden states on those contexts and its unembedding, read as paper A's linear decoder and as the
     log-bilinear model (docs/lm.md). Writes OUT/analysis.json (curves over checkpoints under `lm`), OUT/ntp_data.npz
@@ -159,11 +162,12 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
         status.update("the text's NTP data")
         contexts = text_contexts(models, lines, context_length, max_tokens=limit if max_tokens is None else max_tokens,
                                  max_contexts=max_contexts, vocab=vocab, source=source)
-        result = analyze_models(models, contexts, solver=solver, nuclear=not no_nuclear, checkpoints=checkpoints,
-                                say=lambda msg: status.update(msg))
+        result = analyze_models(models, contexts, solver=solver, nuclear=not no_nuclear, prefix=prefix,
+                                checkpoints=checkpoints, say=lambda msg: status.update(msg))
     result.record["input"] = {"models": models.source, "text": source, "context_length": context_length,
                               "max_tokens": limit if max_tokens is None else max_tokens, "max_contexts": max_contexts,
-                              "vocab": vocab, "checkpoints": checkpoints, "seed_index": seed_index if run_dir else None}
+                              "vocab": vocab, "checkpoints": checkpoints, "seed_index": seed_index if run_dir else None,
+                              "prefix": prefix, "device": device}
     with claim_run_dir(outdir, overwrite=overwrite):  # only once the results exist: a failed run leaves nothing
         result.data.save(outdir / "ntp_data.npz", W=result.W)
         write_npz(outdir / "lm_geometry.npz", **result.arrays)
@@ -185,11 +189,18 @@ def _print_final(record: dict, out: Path) -> None:
                   f"{record['d']})", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    for key in ("loss_gap", "finite_rel_error", "separable", "svm_norm", "cos_perp_mm", "margin", "margin_ratio",
-                "separated_fraction", "logit_cos_perp_mm", "cos_word_gram", "cos_context_gram", "within_angle",
-                "between_angle"):
+    for key in ("loss_gap", "finite_rel_error", "finite_rel_error_weighted", "rank_H", "separable",
+                "separability_method", "compatible", "svm_norm", "cos_perp_mm", "margin", "margin_ratio",
+                "separated_fraction", "prefix_contexts", "prefix_mass", "logit_cos_perp_S", "logit_cos_perp_mm",
+                "cos_word_gram", "cos_context_gram", "collapse_ratio", "sub_collapse_ratio", "cpu_seconds"):
         v = final.get(key)
         table.add_row(key, "-" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v)))
     console = Console()
     console.print(table)
+    baselines = record["lm"]["reference"]["baselines"]
+    line = ", ".join(f"{name} {b['logit_cos_perp_S']:.3f}" for name, b in baselines.items()
+                     if b.get("logit_cos_perp_S") is not None)
+    console.print(f"baselines of logit_cos_perp_S: {line}", highlight=False)
+    for note in record.get("notes", []):
+        console.print(f"note: {note}", highlight=False)
     console.print(f"wrote {out}/ (analysis.json, ntp_data.npz, lm_geometry.npz, report.html)", highlight=False)

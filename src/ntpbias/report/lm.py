@@ -33,19 +33,23 @@ def _curve(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @plot("lm.curves")
-def curves_figure(rows: list[dict]):
+def curves_figure(rows: list[dict], baseline: dict | None = None):
     """Six panels against the training step (docs/lm.md#what-is-measured): CE - H, the finite part, the growing part's
-    alignments, the margin, the Gram alignments and the collapse angles; undefined values are left out."""
+    alignments, the margin, the Gram alignments and the collapse angles; undefined values are left out. ``baseline``
+    (the add-0.1 smoothed counts' values) is drawn as dotted horizontal lines in the colour of its quantity."""
+    baseline = baseline or {}
     fig, axes = new_figure(2, 3, width=3.1, height=2.5)
     panels = (
         ("CE - H (nats)", True, (("loss_gap", "CE - H"),)),
         ("finite part", True, (("finite_rel_error", "||P_F(L_c) - L*|| / ||L*||"),
+                               ("finite_rel_error_weighted", "the same, π p-weighted"),
                                ("F_error_rel", "||P_F(W) - W*|| / ||W*||"))),
         ("growing part: cosine", False, (("cos_perp_mm", "cos(P_⊥ W_c, W^mm)"), ("logit_cos_perp_mm",
                                                                                 "cos(P_⊥ L_c, L^mm)"),
                                          ("logit_cos_perp_S", "cos(P_⊥ L_c, S̃)"))),
         ("margin (symlog)", False, (("margin_ratio", "margin x ||W^mm||"), ("separated_fraction",
-                                                                             "separated contexts"))),
+                                                                             "separated contexts"),
+                                    ("prefix_mass", "separable prefix (mass)"))),
         ("Gram cosine", False, (("cos_word_gram", "words vs L^mm"), ("cos_context_gram", "contexts vs L^mm"),
                                 ("cos_word_gram_S", "words vs S̃"), ("cos_context_gram_S", "contexts vs S̃"))),
         ("angle (°)", False, (("within_angle", "within set"), ("sub_within_angle", "within set (subspace)"),
@@ -59,6 +63,8 @@ def curves_figure(rows: list[dict]):
             if ok.any():
                 ax.plot(steps[ok], vals[ok], marker=".", color=COLORS[i], label=label)
                 drawn = True
+                if baseline.get(key) is not None:
+                    ax.axhline(baseline[key], color=COLORS[i], ls=":", lw=1)
         ax.set(xscale="log", xlabel="step", ylabel=ylabel)
         if logy and drawn:
             ax.set_yscale("log")
