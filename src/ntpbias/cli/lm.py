@@ -24,15 +24,17 @@ def lm():
     \b
     Examples:
       ntpbias lm train --preset lm-shakespeare --out runs/lm            # the built-in Shakespeare (< 10 min, 1 CPU)
+      ntpbias lm train --preset lm-shakespeare-1k --out runs/lm1k       # V = 1024 (< 15 CPU min)
       ntpbias lm train my_text.txt --set model.d=64 --out runs/mine     # any text, one sequence per line
       ntpbias lm analyze runs/lm --context-length 1 --out runs/lm-geo   # every checkpoint on the training text
+      ntpbias lm analyze runs/lm --context-length 2 --checkpoints 4 --out runs/lm-t2
       ntpbias lm analyze --hf ./my-gpt2 --text my_text.txt --out runs/hf
     """
 
 
 @lm.command("train")
 @click.argument("text", required=False)
-@click.option("--preset", help="An lm preset: lm-shakespeare, lm-planted (see `ntpbias list`).")
+@click.option("--preset", help="An lm preset: lm-shakespeare, lm-shakespeare-1k, lm-planted (see `ntpbias list`).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="A TOML config (e.g. a run's config.toml).")
 @click.option("--scale", type=click.Choice(["smoke", "quick", "paper"]), default="paper", show_default=True,
@@ -51,6 +53,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
     \b
     Examples:
       ntpbias lm train --preset lm-shakespeare --out runs/lm
+      ntpbias lm train --preset lm-shakespeare-1k --device cuda --out runs/lm1k
       ntpbias lm train corpus.txt --set data.tokenizer=char --set model.context=64 --out runs/char
       ntpbias lm train --preset lm-planted --set seeds=3 --out runs/planted
     """
@@ -68,8 +71,8 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
     if preset is not None:
         cfg = get_preset(preset).make(scale)
         if not isinstance(cfg, LMConfig):
-            raise ConfigError(f"--preset {preset} is not a language-model preset; use lm-shakespeare or lm-planted "
-                              "(or `ntpbias train --preset` for the other experiments)")
+            raise ConfigError(f"--preset {preset} is not a language-model preset; use lm-shakespeare, "
+                              "lm-shakespeare-1k or lm-planted (or `ntpbias train --preset` for the other experiments)")
     else:
         cfg = load_toml(LMConfig, config_path) if config_path else LMConfig()
     if text is None and preset is None and config_path is None:
@@ -136,7 +139,9 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
     \b
     Examples:
       ntpbias lm analyze runs/lm --out runs/lm-geo
-      ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/t2
+      ntpbias lm analyze runs/lm --context-length 3 --checkpoints 3 --out runs/t3
+      ntpbias lm analyze runs/lm1k --context-length 2 --max-contexts 20000 --checkpoints 6 --out runs/t2
+      ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/o
       ntpbias lm analyze --hf ./tiny-gpt2 --text corpus.txt --vocab text --out runs/hf
     """
     from ..experiments.lm.analysis import HFModels, RunModels, analyze_models, text_contexts

@@ -51,12 +51,13 @@ def train_model(cfg: LMConfig, ctx: RunContext, run: str = "train", folder: Path
     """Train ``cfg`` into ``folder`` (default ``ctx.out``): ``config.toml``, ``tokenizer.json`` and ``checkpoints/``,
     what :class:`~ntpbias.experiments.lm.analysis.RunModels` reads. Returns (history, tokenizer, facts with the wall
     and CPU seconds)."""
+    device = resolve_device(cfg.device)  # --device cuda without a GPU: refused before anything is written
     out = ensure_dir(ctx.out if folder is None else folder)
     tok, windows, facts = tokenize(cfg)
     write_text(out / "config.toml", to_toml(cfg))
     write_json(out / TOKENIZER_FILE, tok.to_dict())
     problem = LMProblem(windows, tok.V, cfg.model.kwargs(), batch_size=cfg.train.batch_size,
-                        dtype=DTYPES[cfg.dtype], device=resolve_device(cfg.device))
+                        dtype=DTYPES[cfg.dtype], device=device)
     seeds = [cfg.seed + b for b in range(cfg.seeds)]
     trainer = Trainer(problem, Optimizer(cfg.optimizer, fused=True), cfg.train, seeds=seeds,
                       checkpoint_dir=out / "checkpoints", progress=ctx.progress, description=run,
