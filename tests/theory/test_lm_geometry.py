@@ -39,7 +39,7 @@ def _naive(data: NTPData, W: torch.Tensor | None = None, logits: np.ndarray | No
     contexts with a non-trivial support, the loss; of W's logits or of given logits (V, m)."""
     H, P, pi = data.H.numpy(), data.P.numpy(), data.pi.numpy()
     Wc = None if W is None else W.numpy() - W.numpy().mean(0)
-    err2 = norm2 = err2_w = norm2_w = 0.0
+    err2 = norm2 = err2_w = norm2_w = perp2 = total2 = 0.0
     gaps, separated, nontrivial, loss = [], 0.0, 0.0, 0.0
     for j, S in enumerate(_supports(data)):
         ell = Wc @ H[j] if logits is None else logits[:, j] - logits[:, j].mean()
@@ -52,6 +52,8 @@ def _naive(data: NTPData, W: torch.Tensor | None = None, logits: np.ndarray | No
             err2_w += pi[j] * P[j, z] * (a - b) ** 2
             norm2_w += pi[j] * P[j, z] * b * b
         out = [v for v in range(data.V) if v not in S]
+        perp2 += len(S) * np.mean(ell[S]) ** 2 + sum(ell[v] ** 2 for v in out)  # in-support logits tied at their mean
+        total2 += float(ell @ ell)
         pair = [ell[z] - ell[v] for z in S for v in out]
         gaps += pair
         if pair:
@@ -61,7 +63,7 @@ def _naive(data: NTPData, W: torch.Tensor | None = None, logits: np.ndarray | No
         loss += pi[j] * sum(P[j, z] * (lse - ell[z]) for z in S)
     return {"finite_rel_error": np.sqrt(err2 / norm2), "finite_rel_error_weighted": np.sqrt(err2_w / norm2_w),
             "margin": None if Wc is None else min(gaps) / np.linalg.norm(Wc),
-            "separated_fraction": separated / nontrivial, "loss": loss}
+            "separated_fraction": separated / nontrivial, "loss": loss, "logit_perp_share": np.sqrt(perp2 / total2)}
 
 
 def _F_basis(data: NTPData) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +103,8 @@ def test_paper_a_quantities_against_loops_and_clarabel(seed):
     data, W = _random(seed)
     g = model_geometry(data, W, logit_reference(data, nuclear=False)).values
     naive = _naive(data, W)
-    for key in ("finite_rel_error", "finite_rel_error_weighted", "margin", "separated_fraction", "loss"):
+    for key in ("finite_rel_error", "finite_rel_error_weighted", "margin", "separated_fraction", "loss",
+                "logit_perp_share"):
         assert g[key] == pytest.approx(naive[key], rel=1e-9, abs=1e-12), key
     assert g["loss_gap"] == pytest.approx(naive["loss"] - data.entropy, abs=1e-12)
     A, b = _F_basis(data)
@@ -196,7 +199,7 @@ def test_baselines_against_loops():
         logits = np.log((counts + alpha) / (n_j[:, None] + data.V * alpha)).T
         naive = _naive(data, logits=logits)
         got = ref.baselines[f"add_{alpha:g}"]
-        for key in ("finite_rel_error", "finite_rel_error_weighted", "separated_fraction", "loss"):
+        for key in ("finite_rel_error", "finite_rel_error_weighted", "separated_fraction", "loss", "logit_perp_share"):
             assert got[key] == pytest.approx(naive[key], rel=1e-9), (alpha, key)
     unigram = np.log(counts.sum(0) / counts.sum())[:, None].repeat(data.m, 1)
     assert ref.baselines["unigram"]["finite_rel_error"] == pytest.approx(_naive(data, logits=unigram)[

@@ -170,7 +170,8 @@ def support_collapse(H: torch.Tensor, groups: torch.Tensor, pi: torch.Tensor) ->
 def logit_values(L: torch.Tensor, data: NTPData, ref: LogitReference | None = None) -> dict[str, float | int | None]:
     """The log-bilinear quantities of logits L (V, m) (docs/lm.md#what-is-measured), for a model or a baseline.
 
-    Returns ``loss``, ``loss_gap`` (CE - H), ``finite_rel_error`` = ||P_F(L_c) - L*|| / ||L*||,
+    Returns ``loss``, ``loss_gap`` (CE - H), ``logit_perp_share`` = ||P_⊥(L_c)|| / ||L_c|| (how much of the logits is
+    the support-pattern part, the part that grows without bound), ``finite_rel_error`` = ||P_F(L_c) - L*|| / ||L*||,
     ``finite_rel_error_weighted`` (the same with each in-support cell weighted by π̂_j p̂_{j,z}: the error where the
     probability mass is, instead of one dominated by tokens seen once or twice), ``logit_cos_perp_S`` =
     cos(P_⊥(L_c), S̃) and ``logit_cos_perp_mm`` = cos(P_⊥(L_c), L^mm) (with ``ref``), and the separation of the
@@ -199,6 +200,7 @@ def logit_values(L: torch.Tensor, data: NTPData, ref: LogitReference | None = No
            "finite_rel_error": float(torch.linalg.vector_norm(PF - L_star)) / star if star > 0 else None,
            "finite_rel_error_weighted": float((weight * (PF - L_star).pow(2)).sum().sqrt()) / star_w
            if star_w > 0 else None,
+           "logit_perp_share": float(torch.linalg.vector_norm(perp)) / max(float(torch.linalg.vector_norm(Lc)), 1e-300),
            "logit_cos_perp_S": _cos(perp, centred(support.to(L.dtype)) if ref is None else ref.support.S_tilde),
            "separated_fraction": float(data.pi[separated].sum()) / mass if mass > 0 else None,
            "separated_contexts": int(separated.sum()), "nontrivial_contexts": int(nontrivial.sum()),

@@ -261,8 +261,8 @@ def _stack(spectra: list[np.ndarray]) -> np.ndarray:
 
 
 #: the columns of the baselines table: the quantities that need no trained model
-BASELINE_KEYS = ("loss_gap", "finite_rel_error", "finite_rel_error_weighted", "logit_cos_perp_S", "logit_cos_perp_mm",
-                 "separated_fraction")
+BASELINE_KEYS = ("loss_gap", "finite_rel_error", "finite_rel_error_weighted", "logit_perp_share", "logit_cos_perp_S",
+                 "logit_cos_perp_mm", "separated_fraction")
 
 
 def _reference_record(ref: LogitReference, data: NTPData) -> dict:
