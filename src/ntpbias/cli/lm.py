@@ -209,3 +209,38 @@ def _print_final(record: dict, out: Path) -> None:
     for note in record.get("notes", []):
         console.print(f"note: {note}", highlight=False)
     console.print(f"wrote {out}/ (analysis.json, ntp_data.npz, lm_geometry.npz, report.html)", highlight=False)
+
+
+@lm.command("compare")
+@click.argument("analyses", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@overwrite_option
+@click.option("--json", "as_json", is_flag=True, help="Print compare.json to stdout.")
+def compare(analyses, out, overwrite, as_json):
+    """Compare the last checkpoints of several `lm analyze` outputs (folders or their analysis.json): runs with the same
+    V, d and context length T are seeds of one setting (mean ± sd). Writes OUT/compare.json, OUT/figures/lm-across.png
+    (each quantity against T, one line per d, beside the add-1 and unigram baselines) and OUT/report.html.
+
+    \b
+    Examples:
+      ntpbias lm compare runs/geo-t1 runs/geo-t2 runs/geo-t3 --out runs/across-T
+      ntpbias lm compare runs/s*/geo-t* runs/d32/geo-t* --out runs/across
+    """
+    from ..experiments.lm.compare import compare as compare_runs
+    from ..experiments.lm.compare import read_record
+    from ..io import check_output_dir, write_json
+    from ..report import draw, render
+    from ..results import check_earlier_run, claim_run_dir
+
+    rows = [read_record(a) for a in analyses]
+    outdir = check_output_dir(out, ("compare.json", "report.html"), ("figures",))
+    check_earlier_run(outdir, overwrite=overwrite)
+    summary, section = compare_runs(rows)
+    with claim_run_dir(outdir, overwrite=overwrite):
+        write_json(outdir / "compare.json", {"summary": summary, "runs": rows})
+        draw(section, outdir)
+        render(outdir, [section], title=section.title, command=command_line())
+    if as_json:
+        click.echo((outdir / "compare.json").read_text(encoding="utf-8"))
+    else:
+        click.echo(f"compared {len(rows)} runs in {len(summary)} settings; wrote {outdir}/ (compare.json, report.html)")

@@ -59,6 +59,7 @@ class RunModels:
             raise DataError(f"--seed-index {seed_index}: the run trained {self.cfg.seeds} seed(s) "
                             f"(0..{self.cfg.seeds - 1})")
         self.seed_index, self.device = seed_index, resolve_device(device)
+        self.seed = self.cfg.seed + seed_index
         self.vocab, self.context, self.source = self.tokenizer.vocab, self.cfg.model.context, str(run_dir)
         self.steps = [s for s, _ in self.snapshots]
 
@@ -100,7 +101,7 @@ class HFModels:
         self.steps = ([int(n[-1]) for n in numbers] if all(numbers) and len({n[-1] for n in numbers}) == len(paths)
                       else list(range(len(paths))))
         self.vocab, self.context, self.source = first.vocab, first.context, ", ".join(map(str, paths))
-        self.tokenizer = None
+        self.tokenizer, self.seed = None, None
 
     def encode(self, lines: list[str], source: str) -> tuple[np.ndarray, np.ndarray]:
         return self.models[0].encode(lines, source=source)
@@ -226,7 +227,8 @@ def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear:
     data, W, geo = last
     record = geo.paper_a.record(data)
     curves = {k: [r.get(k) for r in rows] for k in rows[-1]}
-    record["lm"] = {"source": models.source, "context_length": int(text.tokens.shape[1]), "steps": curves.pop("step"),
+    record["lm"] = {"source": models.source, "seed": models.seed, "context_length": int(text.tokens.shape[1]),
+                    "steps": curves.pop("step"),
                     **curves, "final": rows[-1], "reference": _reference_record(ref, text.data),
                     "facts": dict(text.facts)}
     arrays = {"steps": np.array([r["step"] for r in rows]), "L_star": ref.L_star, "S_tilde": ref.support.S_tilde,
