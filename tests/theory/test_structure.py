@@ -175,3 +175,10 @@ def test_separable_prefix_stops_at_the_first_contradiction():
     data = NTPData.from_arrays(H, [[1.0, 0], [1.0, 0], [0, 1.0], [1.0, 0]], [0.4, 0.3, 0.2, 0.1])
     p = separable_prefix(data)
     assert (p.k, p.k_fail, p.exact) == (2, 3, True)
+
+
+def test_ntp_separability_takes_the_support_graph_before_the_dual_solver():
+    """Above the LP's size the automatic verdict asks the support graph first (no dual iterations), and says so."""
+    data = _random(0, m=(3000, 3001), V=(20, 21), d=(6, 7), sizes=(2, 5), rank=6)
+    verdict = ntp_separability(data)
+    assert verdict.method == "structure" and verdict.separable is False and verdict.certified
