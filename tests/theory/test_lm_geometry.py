@@ -172,6 +172,8 @@ def test_log_bilinear_quantities_against_clarabel_and_numpy():
     assert g["between_mean"] == pytest.approx(sum(mass[a] * nearest[a] for a in means) / sum(mass.values()),
                                               abs=1e-5)
     assert g["collapse_sets"] == len(means) and g["collapse_contexts"] == data.m
+    assert g["sub_collapse_ratio"] == pytest.approx(g["sub_within_angle"] / g["sub_between_angle"])
+    assert g["sub_collapse_mean_ratio"] == pytest.approx(g["sub_within_mean"] / g["sub_between_mean"])
 
 
 def test_collapse_is_null_where_every_support_set_has_one_context():

@@ -529,7 +529,7 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     values.update(support_collapse(data.H, ref.groups, data.pi))
     Q = torch.linalg.qr(Wc.mT @ ref.U_mm)[0]  # the support-pattern subspace span(W_c^T U) (docs/ufm.md, U-5)
     values.update({f"sub_{k}": v for k, v in support_collapse(data.H @ Q, ref.groups, data.pi).items()
-                   if not k.startswith("collapse_")})
+                   if k not in ("collapse_sets", "collapse_contexts")})  # the sets are the same as above
     spectra = {"logits": torch.linalg.svdvals(L)[:SPECTRUM], "H": torch.linalg.svdvals(data.H)[:SPECTRUM],
                "W": torch.linalg.svdvals(Wc)[:SPECTRUM]}
     return ModelGeometry(values, a, spectra, prefix_svm)
