@@ -50,9 +50,15 @@ SPECTRUM = 32
 #: stall), and the NTP-SVM by Clarabel up to this many variables V d (it certified there when the workset method did
 #: not)
 EXACT_ROWS, CLARABEL_VARIABLES = 6000, 10_000
-#: the nuclear-norm NTP-SVM is solved while V m is at most this (ADMM: 2 s at V m = 1.9e5, 38 s at 1.6e6 on one
-#: thread); beyond, the centred support matrix S̃ is the reference
-NUCLEAR_MAX_CELLS = 2_000_000
+#: the nuclear-norm NTP-SVM is solved while one SVD of its (V, m) iterate, min(V, m)² max(V, m) flops, is at most this
+#: (ADMM, one SVD an iteration: 2 s at V = 64, m = 2973 and 38 s at m = 24,894, 1.0e8, on one thread); beyond, the
+#: centred support matrix S̃ is the reference
+NUCLEAR_MAX_SVD = 2e8
+
+
+def nuclear_cost(V: int, m: int) -> float:
+    """min(V, m)² max(V, m): the flops of one SVD of a (V, m) matrix, the nuclear-norm SVM's cost per iteration."""
+    return float(min(V, m)) ** 2 * max(V, m)
 #: the add-α smoothing constants of the count baselines
 SMOOTHING = (0.1, 1.0)
 #: contexts per block of the collapse angles (a block and the contexts of its support sets)
@@ -279,7 +285,7 @@ def logit_reference(data: NTPData, *, solver: str = "auto", nuclear: bool = True
         Backend of the nuclear-norm NTP-SVM (:func:`~ntpbias.geometry.ufm.logit_svm.nuclear_svm`).
     nuclear : bool
         False skips the nuclear-norm SVM (the reference is then the centred support matrix S̃ alone); it is also
-        skipped, with a note, above :data:`NUCLEAR_MAX_CELLS` cells V m.
+        skipped, with a note, above :data:`NUCLEAR_MAX_SVD` (:func:`nuclear_cost`).
     d : int, optional
         Width of the random-feature baseline (default: ``data.d``).
     seed : int
@@ -302,9 +308,9 @@ def logit_reference(data: NTPData, *, solver: str = "auto", nuclear: bool = True
     ssvd = support_svd(data)
     note = None
     svm = None
-    if nuclear and data.V * data.m > NUCLEAR_MAX_CELLS:
-        note = (f"the nuclear-norm SVM was not solved: V m = {data.V * data.m:,} cells is above "
-                f"{NUCLEAR_MAX_CELLS:,} (use --max-contexts); the centred support matrix S̃ is the reference")
+    if nuclear and nuclear_cost(data.V, data.m) > NUCLEAR_MAX_SVD:
+        note = (f"the nuclear-norm SVM was not solved: one SVD of its {data.V:,} x {data.m:,} iterate is above "
+                f"{NUCLEAR_MAX_SVD:.0e} flops (use --max-contexts); the centred support matrix S̃ is the reference")
     elif nuclear:
         svm = nuclear_svm(data, solver)
     directions = {"S": Directions(ssvd.U, ssvd.sigma, ssvd.Vt)}
@@ -520,8 +526,9 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
                       margin_ratio=None if values["margin"] is None else values["margin"] * a.svm.norm)
     prefix_svm = None
     if prefix and a.decision.separable is False and values["nontrivial_contexts"]:
+        t0 = time.process_time()
         p_values, prefix_svm = _prefix_values(data, Wc, separable_prefix(data, structure=st), solver)
-        values.update(p_values)
+        values.update(p_values, prefix_cpu_seconds=time.process_time() - t0)
     for key, ref_dirs in ref.directions.items():
         suffix = "" if key == "mm" else "_S"
         for name, v in gram_cosines(Wc, data.H, ref_dirs).items():
@@ -535,6 +542,6 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     return ModelGeometry(values, a, spectra, prefix_svm)
 
 
-__all__ = ["BLOCK", "CLARABEL_VARIABLES", "EXACT_ROWS", "NUCLEAR_MAX_CELLS", "SMOOTHING", "SPECTRUM", "Directions",
+__all__ = ["BLOCK", "CLARABEL_VARIABLES", "EXACT_ROWS", "NUCLEAR_MAX_SVD", "SMOOTHING", "SPECTRUM", "Directions",
            "LogitReference", "ModelGeometry", "PaperA", "baseline_logits", "centred", "gram_cosines",
-           "logit_reference", "logit_values", "model_geometry", "paper_a", "support_collapse"]
+           "logit_reference", "logit_values", "model_geometry", "nuclear_cost", "paper_a", "support_collapse"]

@@ -26,7 +26,7 @@ from ...data.lm_text import TextTokenizer
 from ...data.ntp import NTPData
 from ...data.sequences import kgram_id_samples
 from ...errors import DataError
-from ...geometry.lm import BLOCK, NUCLEAR_MAX_CELLS, LogitReference, logit_reference, model_geometry
+from ...geometry.lm import BLOCK, NUCLEAR_MAX_SVD, LogitReference, logit_reference, model_geometry, nuclear_cost
 from ...geometry.separability.structure import CERT_TOL
 from ...geometry.ufm.logit_svm import svm_record, svm_vs_centred_support
 from ...io import input_file
@@ -187,7 +187,7 @@ def footprint(m: int, V: int, d: int, *, nuclear: bool) -> dict[str, int]:
              "reference: L*, S̃, its SVD, the baselines (8 x V x m)": nbytes(8, V, m),
              f"features and collapse blocks (m x d = {m:,} x {d:,}, {BLOCK} x {BLOCK})":
                  nbytes(4, m, d) + nbytes(3, BLOCK, BLOCK)}
-    if nuclear and V * m <= NUCLEAR_MAX_CELLS:
+    if nuclear and nuclear_cost(V, m) <= NUCLEAR_MAX_SVD:
         parts["nuclear-norm SVM iterates (12 x V x m)"] = nbytes(12, V, m)
     return parts
 
@@ -208,20 +208,23 @@ def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear:
         wall, cpu = time.perf_counter(), time.process_time()
         H, W, err = models.features(i, text.tokens)
         data = replace(text.data, H=H.cpu().double(), _cache={})
+        ref_cpu = 0.0
         if ref is None:  # the data's own objects, once (the random-feature baseline takes the model's width)
             check_memory(footprint(data.m, data.V, data.d, nuclear=nuclear),
                          f"the geometry of {data.m:,} contexts (V = {data.V:,}, d = {data.d:,})",
                          hint="use --max-contexts N (the N most frequent contexts), --vocab text or --no-nuclear")
             say("support pattern, baselines and the nuclear-norm NTP-SVM")
+            ref_cpu = time.process_time()
             ref = logit_reference(text.data, solver="auto" if solver == "auto" else ("admm" if solver != "clarabel"
                                                                                       else "clarabel"),
                                   nuclear=nuclear, d=data.d)
+            ref_cpu = reference_cpu = time.process_time() - ref_cpu
         say(f"checkpoint {n + 1}/{len(chosen)} (step {step}): geometry")
         W = W.cpu().double()[keep]
         geo = model_geometry(data, W, ref, solver=solver, prefix=prefix)
         last = (data, W, geo)
         rows.append({"step": step, **geo.values, "logit_reconstruction_error": err,
-                     "seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu})
+                     "seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu - ref_cpu})
         for k, v in geo.spectra.items():
             spectra[k].append(to_numpy(v))
     data, W, geo = last
@@ -229,7 +232,8 @@ def analyze_models(models, text: TextContexts, *, solver: str = "auto", nuclear:
     curves = {k: [r.get(k) for r in rows] for k in rows[-1]}
     record["lm"] = {"source": models.source, "seed": models.seed, "context_length": int(text.tokens.shape[1]),
                     "steps": curves.pop("step"),
-                    **curves, "final": rows[-1], "reference": _reference_record(ref, text.data),
+                    **curves, "final": rows[-1], "reference": {**_reference_record(ref, text.data),
+                                                               "cpu_seconds": reference_cpu},
                     "facts": dict(text.facts)}
     arrays = {"steps": np.array([r["step"] for r in rows]), "L_star": ref.L_star, "S_tilde": ref.support.S_tilde,
               "S_tilde_singular_values": ref.support.sigma, "groups": ref.groups,
