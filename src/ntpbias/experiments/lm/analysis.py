@@ -161,6 +161,7 @@ def text_contexts(models, lines: list[str], T: int, *, max_tokens: int = 0, max_
                                 contexts=contexts)
     facts = {"text": source, "lines": int(len(lengths)), "tokens": int(ids.size), "context length T": T,
              "contexts m": m, "distinct contexts in the text": n_contexts, "samples": int(len(ctx_ids)),
+             "share of the text's samples": len(ctx_ids) / len(s.context_ids),
              "vocabulary V": len(keep), "entropy H (nats)": data.entropy}
     return TextContexts(data, torch.as_tensor(tokens, dtype=torch.int64), keep, facts)
 
