@@ -27,12 +27,17 @@ import torch
 from ..._repr import short_repr
 from ...data.ntp import NTPData
 from ...errors import SolverError
+from ..constraints import constraints
+from ..scaling import in_user_units, normalized
 from .structure import RANK_RTOL, Structure, ntp_structure
-from .verdict import ntp_separability
+from .verdict import cokernel_verdict, ntp_separability
 
-#: :func:`decide` solves the separability LP up to this many constraint nonzeros (the smaller of its two forms); the
-#: LP took 16 s at m = 160, V = 64, d = 128 (about 3 x 10^5 nonzeros in the cokernel form)
+#: :func:`decide` solves the separability LP up to this many constraint nonzeros (the smaller of its two forms; the
+#: margin form's fallback only when it fits too); the LP took 16 s at m = 160, V = 64, d = 128
 MAX_LP_NNZ = 2_000_000
+#: :func:`separable_prefix`'s LPs stop at this many nonzeros (the search then reports its bracket): at V = 1024 a
+#: cokernel LP of 4 x 10^5 nonzeros took minutes
+PREFIX_LP_NNZ = 300_000
 
 
 @short_repr
@@ -71,14 +76,12 @@ class Decision:
         return {"separable": self.separable, "method": self.method, "certified": self.certified}
 
 
-def lp_nnz(data: NTPData) -> int:
-    """Constraint nonzeros of the separability LP in its smaller form (margin: 2d per row; cokernel: (m - d) per
-    row), from the support sizes alone (nothing is built)."""
+def lp_nnz(data: NTPData) -> tuple[int, int]:
+    """Constraint nonzeros of the separability LP in its two forms, (margin: 2d per row, cokernel: m - d per row), from
+    the support sizes alone (nothing is built)."""
     sizes = data.support_sizes.to(torch.float64)
     rows = int((sizes * (data.V - sizes) + sizes - 1).sum())
-    margin = 2 * data.d * rows
-    cokernel = max(data.m - data.d, 0) * (int((data.V - sizes).sum()) + data.V)
-    return min(margin, cokernel)
+    return 2 * data.d * rows, max(data.m - data.d, 0) * (int((data.V - sizes).sum()) + data.V)
 
 
 def decide(data: NTPData, *, max_lp_nnz: int = MAX_LP_NNZ, structure: Structure | None = None) -> Decision:
@@ -111,17 +114,28 @@ def decide(data: NTPData, *, max_lp_nnz: int = MAX_LP_NNZ, structure: Structure 
         s = st.separability
         return Decision(st.separable, s["method"], s.get("certified", True), s.get("residual"), s["reason"], st,
                         seconds=time.perf_counter() - start)
-    nnz = lp_nnz(data)
-    if nnz > max_lp_nnz:
-        return Decision(None, "undecided", None, None,
-                        f"undecided: structure leaves it open ({st.separability['reason']}) and the separability LP "
-                        f"({nnz:,} nonzeros) is above the limit of {max_lp_nnz:,}; analyse fewer contexts (e.g. "
-                        "--max-contexts) to decide it", st, seconds=time.perf_counter() - start)
+    margin, cokernel = lp_nnz(data)
+
+    def undecided(why: str) -> Decision:
+        return Decision(None, "undecided", None, None, f"undecided: structure leaves it open "
+                        f"({st.separability['reason']}) and {why}; analyse fewer contexts (e.g. --max-contexts) to "
+                        "decide it", st, seconds=time.perf_counter() - start)
+
+    if min(margin, cokernel) > max_lp_nnz:
+        return undecided(f"the separability LP ({min(margin, cokernel):,} nonzeros) is above the limit of "
+                         f"{max_lp_nnz:,}")
     try:
-        res = ntp_separability(data, method="lp")
+        if margin <= max_lp_nnz:  # either form fits: the LP decides, its certificate checked
+            res = ntp_separability(data, method="lp")
+        else:  # only the cokernel form fits: its certificate, or undecided (the margin form is too large)
+            unit = normalized(data)[0]
+            res = cokernel_verdict(unit, constraints(unit))
+            if res is None:
+                return undecided(f"the cokernel LP's certificate missed its tolerance, the margin LP ({margin:,} "
+                                 f"nonzeros) being above the limit of {max_lp_nnz:,}")
+            res = replace(res, W=None if res.W is None else in_user_units(res.W, normalized(data)[1]))
     except SolverError as exc:
-        return Decision(None, "undecided", None, None, f"undecided: the separability LP failed ({exc})", st,
-                        seconds=time.perf_counter() - start)
+        return undecided(f"the separability LP failed ({exc})")
     return Decision(res.separable, "lp", res.certified, res.residual, res.reason, st, W=res.W,
                     seconds=time.perf_counter() - start)
 
@@ -170,11 +184,14 @@ def subset(data: NTPData, rows: torch.Tensor) -> NTPData:
                    n_samples=None, _cache={})
 
 
-def separable_prefix(data: NTPData, *, max_lp_nnz: int = MAX_LP_NNZ, structure: Structure | None = None) -> Prefix:
+def separable_prefix(data: NTPData, *, max_lp_nnz: int = PREFIX_LP_NNZ, structure: Structure | None = None
+                     ) -> Prefix:
     """The longest prefix of the contexts by decreasing π̂ that is NTP-separable (module docstring).
 
     A prefix whose every context has full support has nothing to separate and counts as separable here (W = 0
-    satisfies eqs. (6a)-(6b) vacuously), so that separability stays monotone along the prefixes.
+    satisfies eqs. (6a)-(6b) vacuously), so that separability stays monotone along the prefixes. A prefix whose LP is
+    above ``max_lp_nnz`` nonzeros (and that structure does not decide) stays undecided: the search then continues
+    below it, and the result is the bracket (``k``, ``k_fail``) with ``exact`` False.
 
     Examples
     --------
@@ -218,16 +235,16 @@ def separable_prefix(data: NTPData, *, max_lp_nnz: int = MAX_LP_NNZ, structure: 
     # bisection with the full decision between lo (separable, or 0) and hi (not separable, or m + 1)
     k_fail = hi if hi <= data.m and at(hi) is False else None
     good = lo if lo > 0 and at(lo) else 0
-    while (k_fail or data.m + 1) - good > 1:
-        mid = (good + (k_fail or data.m + 1)) // 2
+    top = k_fail or data.m + 1  # the search's upper end: the first non-separable prefix, or an undecided one
+    while top - good > 1:
+        mid = (good + top) // 2
         verdict = at(mid)
-        if verdict is None:
-            break
         if verdict:
             good = mid
-        else:
-            k_fail = mid
+        else:  # not separable; or undecided (its LP too large), and shorter prefixes have smaller LPs
+            top = mid
+            k_fail = mid if verdict is False else k_fail
     return Prefix(good, k_fail, order, float(cum[good - 1]) if good else 0.0, decisions)
 
 
-__all__ = ["MAX_LP_NNZ", "Decision", "Prefix", "decide", "lp_nnz", "separable_prefix", "subset"]
+__all__ = ["MAX_LP_NNZ", "PREFIX_LP_NNZ", "Decision", "Prefix", "decide", "lp_nnz", "separable_prefix", "subset"]

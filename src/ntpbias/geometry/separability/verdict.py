@@ -159,7 +159,7 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
             if method == "dual" or lp_nnz > FALLBACK_LP_MAX_NNZ:
                 raise  # (auto) the dual did not decide: the certified LP below does
     if lp_form == "cokernel":
-        verdict = _cokernel_verdict(data, cons)
+        verdict = cokernel_verdict(data, cons)
         if verdict is not None:
             return verdict
     A_in = cons.ineq.to_sparse()
@@ -214,9 +214,10 @@ def _structural_verdict(data: NTPData) -> SeparabilityResult | None:
                               method="structure")
 
 
-def _cokernel_verdict(data: NTPData, cons) -> SeparabilityResult | None:
+def cokernel_verdict(data: NTPData, cons) -> SeparabilityResult | None:
     """The verdict of the cokernel LP (:mod:`ntpbias.geometry.separability.cokernel`) with its certificate checked on
-    the original constraints; None when the certificate misses the tolerance (the margin LP then decides)."""
+    the original constraints ``cons`` (:func:`~ntpbias.geometry.constraints.constraints` of ``data``, at unit scale);
+    None when the certificate misses the tolerance (:func:`ntp_separability` then solves the margin LP)."""
     rows = len(cons.ineq) + max(data.m - data.d, 0)
     columns = data.V * max(data.m - data.d, 0)
     algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and columns >= IPM_MIN_COLUMNS else "highs-ds"
