@@ -39,6 +39,7 @@ from ..constraints import LogitGaps, constraints
 from ..scaling import normalized, stable_norm
 from ..solvers.dual import DIVERGENCE_TOL, solve_dual
 from ..solvers.gram import gram_solve
+from ..solvers.ipm import solve_ipm
 from ..solvers.workset import solve_workset
 from .result import Certificate, SVMResult
 
@@ -156,7 +157,7 @@ class MarginProgram:
             W, lam, mu, iters, status = _solve_clarabel(self, **options)
             details = {}
         else:
-            backend = solve_workset if name == "workset" else solve_dual
+            backend = {"workset": solve_workset, "ipm": solve_ipm}.get(name, solve_dual)
             run = backend(self, tol=tol, warm_start=warm_start, dtype=dtype, device=device, **options)
             if run.diverged:
                 raise NotSeparableError(
@@ -172,6 +173,8 @@ class MarginProgram:
                        "dual_seconds": run.seconds, **run.details}
             if name == "workset":  # it ends with its own active-face refinement; polish only what that missed
                 polish = polish and not run.converged
+            elif name == "ipm":  # its own exact face solve is the polish (the generic one's CG would stall)
+                polish = False
         return self.finish(W, lam, mu, solver=name, start=start, iterations=iters, status=status, tol=tol,
                            polish=polish, details=details)
 

@@ -1,0 +1,353 @@
+"""An interior-point method for the NTP-SVM whose cost does not depend on the conditioning of the features:
+``MarginProgram.solve(solver="ipm")`` (docs/benchmarks.md#ill-conditioned-features).
+
+The first-order methods of :mod:`ntpbias.geometry.solvers.dual` and :mod:`ntpbias.geometry.solvers.workset` work on the
+dual of the NTP-SVM, whose Hessian is Λ ↦ Λ K with K = H H^T: their iteration counts grow with cond(K) = cond(H)², and
+on a trained model's features (cond(H) ~ 1e4-1e6) they stall. A change of variables cannot remove this: the dual
+function does not depend on how W is parametrized, and a preconditioner other than a scaling per context breaks the
+exact projection onto the dual's constraints. Here the dual is solved by a primal-dual interior-point method instead,
+whose Newton systems are solved exactly, so that its iteration count (20-40) is that of any interior-point method.
+
+**The problem.** In the logit-cell layout of :class:`~ntpbias.geometry.solvers.dual_forms.CellForm` (the NTP-SVM's
+reduced form, every (token, context) cell used once: the in-support cells E, the out-of-support cells I), the dual of
+(P) of :mod:`ntpbias.geometry.margins.program` is, with Y = -Λ (V, m),
+
+    minimize ½ tr(Y K Y^T) - Σ_I Y   s.t.   Y^T 1 = 0 (every column sums to 0),  Y >= 0 on I,
+
+and W = -Y H; the multipliers of the anchor form are λ = Y on I and μ = Y at the non-anchor in-support cells. Its
+optimality conditions, with the multiplier c (m,) of the column sums and the slack S >= 0 on I (0 on E), are
+
+    Y K - T - 1 c^T - S = 0  (T = 1 on I, 0 on E),    Y^T 1 = 0,    Y S = 0 on I,
+
+the first of which says that the logits L = W H^T = -Y K put every in-support logit of context j at -c_j and every
+other at -c_j - 1 - S: margins 1 + S >= 1.
+
+**The Newton system** (Mehrotra's predictor-corrector, one step length) eliminates the slack: with D = S / Y on I,
+
+    ΔY_v (K + diag(D_v)) = q_v + Δc   for every token v (row of ΔY),      Σ_v ΔY_v = -R_c,
+
+so ΔY_v = M_v^{-1} (q_v + Δc) with M_v = K + diag(D_v) (m, m), and Δc solves (Σ_v M_v^{-1}) Δc = -R_c -
+Σ_v M_v^{-1} q_v: one Cholesky factorization per token (batched, in chunks of tokens) and one of an (m, m) matrix per
+iteration, O(V m³) operations and V m² numbers of memory, whatever cond(H) (H enters only through K; each M_v is
+factorized after a symmetric diagonal scaling to unit diagonal). The in-support cells get a small proximal
+regularization (D = :data:`REGULARIZATION` there) so that every M_v is positive definite also when H has fewer
+independent rows than contexts; the residuals are recomputed exactly at every iteration, so it only makes the
+directions inexact.
+
+**Finish.** Once the worst KKT residual is below :data:`POLISH_BELOW`, the face (the out-of-support cells with
+Y > S) is solved exactly by the same factorization with D = 0 on the face and D = ∞ off it (a few rounds of
+refinement), and kept when it is certified; the caller (:meth:`~ntpbias.geometry.margins.program.MarginProgram.finish`)
+recomputes the certificate from (W, λ, μ) on every row in float64.
+
+**Not separable.** The dual is then unbounded: Y grows along a Gordan direction. The run stops with
+``diverged=True`` when the iterate passes the rounding-safe Gordan test of the workset method (the same
+``DIVERGENCE_TOL``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from ...errors import SolverError
+from ...limits import check_memory, nbytes
+from .dual import _SolverRun
+from .dual_forms import CellForm
+from .gram import ConstraintOps
+from .workset import _GordanCheck
+
+#: Iteration cap of :func:`solve_ipm` unless asked otherwise (interior-point methods take 20-40).
+IPM_MAX_ITER = 200
+#: Fraction of the step to the boundary of the positive orthant taken at each iteration.
+STEP_FRACTION = 0.99
+#: Proximal regularization of every cell (the smallest D), relative to the mean diagonal entry of K.
+REGULARIZATION = 1e-11
+#: The face is solved exactly once the worst KKT residual of the iterate is below this.
+POLISH_BELOW = 1e-3
+#: Face solves tried at most (each costs one factorization); a face is tried once it is the same at two iterations.
+POLISH_TRIES = 3
+#: The run stops when its best residual did not halve over this many iterations (the floor of float64 arithmetic on
+#: the features: about 1e-16 times the largest logit over the margin).
+STALL_ITERATIONS = 5
+#: A converged run whose residual is above this tries a face solve before it returns (once).
+EXACT = 1e-12
+#: Rounds of refinement of the face solve (each one removes the regularization's error once more).
+POLISH_ROUNDS = 10
+#: Off-face cells get D = this times the mean diagonal entry of K in the face solve (they leave it).
+OFF_FACE = 1e20
+#: The run stops once the worst KKT residual is at most this times ``tol`` (the caller's recomputation certifies).
+TARGET_FACTOR = 0.25
+#: Entries of the (tokens, m, m) blocks formed and inverted at once (bounds the temporary memory).
+CHUNK_ENTRIES = 1 << 22
+
+
+def solve_ipm(program, *, tol: float = 1e-6, max_iter: int = IPM_MAX_ITER, warm_start=None,
+              dtype: torch.dtype | str | None = None, device=None) -> _SolverRun:
+    """Solve the NTP-SVM ``program`` by the interior-point method of the module doc.
+
+    Parameters
+    ----------
+    program : MarginProgram
+        The NTP-SVM in its reduced (anchor) form, :func:`ntpbias.geometry.constraints.constraints` (another program
+        is a :class:`~ntpbias.errors.SolverError`).
+    tol : float
+        KKT tolerance the run aims at (the caller certifies).
+    max_iter : int
+        Cap on interior-point iterations.
+    warm_start : ignored
+        Interior-point methods gain little from a warm start; accepted for a common signature.
+    dtype : None or torch.float64
+        The method runs in float64 (its Newton systems need it).
+    device : torch device or None
+        Where to iterate (default: the program's device; the batched factorizations run on a GPU too).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntpbias.data.ntp import NTPData
+    >>> from ntpbias.geometry.constraints import constraints
+    >>> from ntpbias.geometry.margins.program import MarginProgram
+    >>> cons = constraints(NTPData.from_arrays(torch.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+    >>> sol = solve_ipm(MarginProgram(cons.ineq, cons.eq))
+    >>> sol.converged, [round(float(x), 6) for x in sol.lam]
+    (True, [0.666667, 0.333333, 0.333333])
+    """
+    start = time.perf_counter()
+    if isinstance(dtype, str):
+        dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype, dtype)
+    if dtype not in (None, torch.float64):
+        raise SolverError(f"the interior-point solver runs in float64, not {dtype}; use solver='workset' for float32")
+    home_dtype, home_device = program.ineq.H.dtype, program.ineq.H.device
+    work_device = torch.device(device) if device is not None else home_device
+    ops = ConstraintOps.build(program.ineq, program.eq, work_device, torch.float64)
+    cells = CellForm.detect(ops)
+    if cells is None:
+        raise SolverError("the interior-point solver solves the NTP-SVM in its reduced form (one anchor per context, "
+                          "every other token of the context in one row); use solver='workset' or 'clarabel' for "
+                          "other max-margin programs")
+    V, m = cells.shape
+    check_memory({"Cholesky factors (V x m x m)": nbytes(V, m, m),
+                  "one chunk of inverses": nbytes(min(V, max(1, CHUNK_ENTRIES // (m * m))), m, m),
+                  "iterates and residuals (V x m)": nbytes(12, V, m)},
+                 f"the interior-point NTP-SVM solve (V = {V:,}, m = {m:,})",
+                 hint="use solver='workset' (memory linear in the constraints)", device=work_device)
+    run = _IPM(ops, cells, program, tol, max_iter).run()
+    lam, mu = (x.to(device=home_device, dtype=home_dtype) for x in (run["lam"], run["mu"]))
+    W = None if run["W"] is None else run["W"].to(device=home_device, dtype=home_dtype)
+    return _SolverRun(lam=lam, mu=mu, iterations=run["iterations"], converged=run["converged"],
+                      diverged=run["diverged"], gordan_residual=run["gordan"], form="cells", precision="float64",
+                      lipschitz=math.nan, seconds=time.perf_counter() - start,
+                      residual_history=tuple(run["history"]), details=run["details"], W=W)
+
+
+class _Blocks:
+    """The per-token blocks M_v = K + diag(D_v) of the Newton systems, factorized (module doc), and their solves; the
+    storage is allocated once per run and refilled by :meth:`factor`."""
+
+    def __init__(self, K: torch.Tensor, V: int):
+        m = K.shape[0]
+        self.K, self.kdiag = K, torch.diagonal(K)
+        self.factors = torch.empty(V, m, m, dtype=K.dtype, device=K.device)
+        self.step = max(1, min(V, CHUNK_ENTRIES // (m * m)))
+        self.work = torch.empty(self.step, m, m, dtype=K.dtype, device=K.device)
+        self.eye = torch.eye(m, dtype=K.dtype, device=K.device)
+        self.count = 0
+
+    def factor(self, D: torch.Tensor) -> _Blocks:
+        """Factorize M_v = K + diag(D_v) for D (V, m) >= 0, and the (m, m) matrix Σ_v M_v^{-1} of the Δc system."""
+        V, m = D.shape
+        self.t = (self.kdiag[None, :] + D).rsqrt()  # (V, m) Jacobi scaling: unit diagonal
+        Sc = torch.zeros(m, m, dtype=D.dtype, device=D.device)
+        for s in range(0, V, self.step):  # chunks of tokens bound the (chunk, m, m) temporaries
+            t = self.t[s:s + self.step]
+            n = t.shape[0]
+            M = torch.mul(self.K[None], t[:, :, None], out=self.work[:n]).mul_(t[:, None, :])
+            M.diagonal(dim1=1, dim2=2).fill_(1.0)  # (K_jj + D_j) t_j² = 1 exactly
+            self.factors[s:s + n] = _cholesky(M, self.eye)
+            inv = torch.cholesky_inverse(self.factors[s:s + n], out=self.work[:n])
+            Sc += inv.mul_(t[:, :, None]).mul_(t[:, None, :]).sum(0)
+        self.sc_scale = torch.diagonal(Sc).clamp(min=torch.finfo(D.dtype).tiny).rsqrt()
+        self.sc_factor = _cholesky((Sc * self.sc_scale[:, None] * self.sc_scale[None, :])[None], self.eye)[0]
+        self.count += 1
+        return self
+
+    def apply_inverse(self, Q: torch.Tensor) -> torch.Tensor:
+        """Rows M_v^{-1} q_v for Q (V, m) (or one vector (m,) for every token)."""
+        Q = Q.expand_as(self.t)
+        return self.t * torch.cholesky_solve((self.t * Q)[:, :, None], self.factors)[:, :, 0]
+
+    def solve(self, Q: torch.Tensor, Rc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ΔY, Δc) with ΔY_v M_v = Q_v + Δc and Σ_v ΔY_v = -Rc."""
+        P = self.apply_inverse(Q)
+        rhs = -(Rc + P.sum(0)) * self.sc_scale
+        dc = self.sc_scale * torch.cholesky_solve(rhs[:, None], self.sc_factor)[:, 0]
+        return P + self.apply_inverse(dc), dc
+
+
+def _cholesky(M: torch.Tensor, eye: torch.Tensor) -> torch.Tensor:
+    """Lower Cholesky factors of the unit-diagonal batch M, adding a growing multiple of I to a block that is not
+    numerically positive definite (a regularization the residuals of the next iteration account for)."""
+    L, info = torch.linalg.cholesky_ex(M)
+    shift = 1e-12
+    while bool((info > 0).any()):
+        bad = info > 0
+        L[bad], info[bad] = torch.linalg.cholesky_ex(M[bad] + shift * eye)
+        shift *= 100
+        if shift > 1:
+            raise SolverError("the interior-point solver's Newton system is singular; the features are too "
+                              "degenerate for it (use solver='workset')")
+    return L
+
+
+class _IPM:
+    """One interior-point run (module doc); :meth:`run` returns its outcome as a dict."""
+
+    def __init__(self, ops: ConstraintOps, cells: CellForm, program, tol: float, max_iter: int):
+        self.ops, self.cells, self.program = ops, cells, program
+        self.tol, self.max_iter = tol, max_iter
+        H = ops.H
+        self.K = H @ H.T
+        self.ineq = cells.c > 0  # (V, m) out-of-support cells
+        self.T = cells.c
+        self.n_ineq = max(1, int(self.ineq.sum()))
+        self.kscale = float(torch.diagonal(self.K).mean())
+        self.reg = REGULARIZATION * self.kscale
+        self.blocks = _Blocks(self.K, cells.shape[0])
+        self.check = program.to(device=H.device, dtype=torch.float64)
+        self.gordan = _GordanCheck(program)
+        self.details = {"polish": "not tried", "polish_tries": 0, "ipm_iterations": 0}
+
+    def duals(self, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(λ, μ) of the anchor form from Y (module doc)."""
+        return self.cells.duals(-Y)
+
+    def certify(self, Y: torch.Tensor):
+        """(worst KKT residual, W, λ, μ) at W = A^T y for the multipliers of Y, on every row in float64."""
+        lam, mu = self.duals(Y)
+        W = self.check._stack(lam, mu)
+        cert = self.check.certificate(W, lam, mu)
+        return cert.worst, W, lam, mu
+
+    def start(self):
+        """Mehrotra's starting point: the Newton step from Y = 0, S = 0 with D = mean K_jj on the I cells (every margin
+        constraint treated as active), shifted into the interior."""
+        ineq = self.ineq
+        m = self.cells.shape[1]
+        D = torch.where(ineq, self.kscale, self.reg).to(self.K.dtype)
+        Y, c = self.blocks.factor(D).solve(self.T, torch.zeros(m, dtype=D.dtype, device=D.device))
+        S = torch.where(ineq, -D * Y, 0.0)
+        y_shift = max(-1.5 * float(Y[ineq].min()), 0.0)
+        s_shift = max(-1.5 * float(S[ineq].min()), 0.0)
+        Y = torch.where(ineq, Y + y_shift, Y)
+        S = torch.where(ineq, S + s_shift, 0.0)
+        ys = float((Y * S).sum())
+        Y = torch.where(ineq, Y + 0.5 * ys / max(float(S.sum()), 1e-300), Y)
+        S = torch.where(ineq, S + 0.5 * ys / max(float(Y[ineq].sum()), 1e-300), 0.0)
+        return Y, S, c
+
+    def run(self) -> dict:
+        Y, S, c = self.start()
+        history, best = [], (math.inf, None)
+        it, converged, diverged, tried, last_face = 0, False, False, None, None
+        while True:
+            worst, W, lam, mu = self.certify(Y)
+            history.append((it, worst))
+            if worst < best[0]:
+                best = (worst, (W, lam, mu))
+            face = self.ineq & (Y * self.kscale > S)  # D = S / Y below the scale of K: an active cell
+            stable = last_face is not None and torch.equal(face, last_face)
+            last_face = face
+            done = best[0] <= TARGET_FACTOR * self.tol
+            if done and (best[0] <= EXACT or self.details["polish"] != "not tried"):
+                converged = True
+                break
+            if (worst <= POLISH_BELOW and (stable or done) and self.details["polish_tries"] < POLISH_TRIES
+                    and (tried is None or not torch.equal(face, tried))):
+                tried = face
+                self.details["polish_tries"] += 1
+                polished = self.polish(Y, c, face)
+                if polished[0] < best[0]:
+                    best = (polished[0], polished[1:])
+                    self.details["polish"] = f"applied at residual {worst:.1e}"
+                else:
+                    self.details["polish"] = "rejected"
+            if best[0] <= TARGET_FACTOR * self.tol:
+                converged = True
+                break
+            if self.gordan(lam, mu):
+                diverged = True
+                best = (worst, (None, lam, mu))
+                break
+            if it >= self.max_iter or _stalled(history):
+                converged = best[0] <= self.tol  # at the floor of float64 on these features
+                break
+            Y, S, c = self.step(Y, S, c)
+            it += 1
+        self.details.update(ipm_iterations=it, factorizations=self.blocks.count)
+        W, lam, mu = best[1]
+        gordan = self.gordan.ratio(*self.gordan.full(lam, mu))
+        if diverged:
+            total = lam.sum()
+            lam, mu = lam / total, mu / total
+        return {"lam": lam, "mu": mu, "W": W, "iterations": it, "converged": converged, "diverged": diverged,
+                "gordan": gordan, "history": history, "details": self.details}
+
+    def step(self, Y: torch.Tensor, S: torch.Tensor, c: torch.Tensor):
+        """One predictor-corrector iteration (module doc)."""
+        ineq = self.ineq
+        Rp = Y @ self.K - self.T - c[None, :] - S
+        Rc = Y.sum(0)
+        Ys = torch.where(ineq, Y, 1.0)
+        mu = float((Y * S).sum()) / self.n_ineq
+        blocks = self.blocks.factor(torch.where(ineq, (S / Ys).clamp(min=self.reg), self.reg))
+
+        def direction(r_mu):
+            dY, dc = blocks.solve(-Rp + torch.where(ineq, r_mu / Ys, 0.0), Rc)
+            dS = torch.where(ineq, (r_mu - S * dY) / Ys, 0.0)
+            return dY, dc, dS
+
+        dY, dc, dS = direction(torch.where(ineq, -Y * S, 0.0))
+        a = _max_step(Y, dY, S, dS, ineq)
+        mu_aff = float(((Y + a * dY) * (S + a * dS)).sum()) / self.n_ineq
+        sigma = min(1.0, (mu_aff / mu) ** 3) if mu > 0 else 0.0
+        dY, dc, dS = direction(torch.where(ineq, sigma * mu - Y * S - dY * dS, 0.0))
+        a = min(1.0, STEP_FRACTION * _max_step(Y, dY, S, dS, ineq))
+        return Y + a * dY, torch.where(ineq, S + a * dS, 0.0), c + a * dc
+
+    def polish(self, Y: torch.Tensor, c: torch.Tensor, face: torch.Tensor):
+        """Solve the ``face`` (I cells with Y > S) exactly (module doc): refinement rounds on the face equations with
+        the regularized factorization, until the certificate stops improving; the best (worst, W, λ, μ)."""
+        ineq = self.ineq
+        off = ineq & ~face
+        blocks = self.blocks.factor(torch.where(off, OFF_FACE * self.kscale, self.reg).to(Y.dtype))
+        Y = torch.where(off, 0.0, Y)
+        best = (math.inf,)
+        for _ in range(POLISH_ROUNDS):
+            R = torch.where(off, 0.0, Y @ self.K - self.T - c[None, :])
+            dY, dc = blocks.solve(-R, Y.sum(0))
+            Y, c = torch.where(off, 0.0, Y + dY), c + dc
+            got = self.certify(torch.where(ineq, Y.clamp(min=0), Y))
+            if got[0] > 0.5 * best[0]:  # no longer improving: the face is wrong, or float64's floor is reached
+                return min(best, got, key=lambda g: g[0])
+            best = got
+            if best[0] <= TARGET_FACTOR * self.tol:
+                break
+        return best
+
+
+def _stalled(history: list[tuple[int, float]]) -> bool:
+    """Whether the best residual of the last :data:`STALL_ITERATIONS` iterations is not below half the best before."""
+    if len(history) <= STALL_ITERATIONS:
+        return False
+    before = min(w for _, w in history[:-STALL_ITERATIONS])
+    return min(w for _, w in history[-STALL_ITERATIONS:]) > 0.5 * before
+
+
+def _max_step(Y, dY, S, dS, ineq) -> float:
+    """The largest α <= 1 / STEP_FRACTION keeping Y + α ΔY and S + α ΔS nonnegative on the I cells."""
+    big = torch.full_like(Y, math.inf)
+    ay = torch.where(ineq & (dY < 0), -Y / torch.where(dY < 0, dY, -1.0), big).min()
+    as_ = torch.where(ineq & (dS < 0), -S / torch.where(dS < 0, dS, -1.0), big).min()
+    return float(min(ay, as_, torch.tensor(1.0 / STEP_FRACTION, dtype=Y.dtype)))
