@@ -59,7 +59,7 @@ from .gram import ConstraintOps
 from .workset import _GordanCheck
 
 #: Iteration cap of :func:`solve_ipm` unless asked otherwise (interior-point methods take 20-40).
-IPM_MAX_ITER = 200
+IPM_MAX_ITER = 100
 #: Fraction of the step to the boundary of the positive orthant taken at each iteration.
 STEP_FRACTION = 0.99
 #: Proximal regularization of every cell (the smallest D), relative to the mean diagonal entry of K.
@@ -71,6 +71,7 @@ POLISH_TRIES = 3
 #: The run stops when its best residual did not halve over this many iterations (the floor of float64 arithmetic on
 #: the features: about 1e-16 times the largest logit over the margin).
 STALL_ITERATIONS = 5
+STALL_BELOW = 1e-4
 #: A converged run whose residual is above this tries a face solve before it returns (once).
 EXACT = 1e-12
 #: Rounds of refinement of the face solve (each one removes the regularization's error once more).
@@ -338,11 +339,12 @@ class _IPM:
 
 
 def _stalled(history: list[tuple[int, float]]) -> bool:
-    """Whether the best residual of the last :data:`STALL_ITERATIONS` iterations is not below half the best before."""
+    """Whether the best residual of the last :data:`STALL_ITERATIONS` iterations is not below half the best before,
+    once that is below :data:`STALL_BELOW` (early residuals are not monotone)."""
     if len(history) <= STALL_ITERATIONS:
         return False
     before = min(w for _, w in history[:-STALL_ITERATIONS])
-    return min(w for _, w in history[-STALL_ITERATIONS:]) > 0.5 * before
+    return before <= STALL_BELOW and min(w for _, w in history[-STALL_ITERATIONS:]) > 0.5 * before
 
 
 def _max_step(Y, dY, S, dS, ineq) -> float:

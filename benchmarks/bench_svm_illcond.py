@@ -1,0 +1,171 @@
+"""The NTP-SVM on ill-conditioned features: the interior-point method (``solver="ipm"``) against cvxpy + Clarabel and
+the workset method, one CPU thread.
+
+Two families of problems (docs/benchmarks.md#ill-conditioned-features):
+
+1. **Controlled spectrum**: H (m, d) with singular values log-spaced from 1 down to 1/cond (times sqrt(d)), random
+   supports of 1..k tokens, m <= d (so every size is separable); cond = 1e4, 1e5, 1e6 and sizes ``xs`` to ``xl``, from
+   V d = 1,024 to 131,072 variables.
+2. **A trained model's features** (``--features FILE.npz``, repeatable): an NTP ``.npz`` with H and P, e.g. the
+   ``ntp_data.npz`` that ``ntpbias lm analyze RUN --context-length 1 --max-contexts 64 --out DIR`` writes for the last
+   checkpoint of ``RUN`` (docs/benchmarks.md says how the documented files were made).
+
+Per row: wall and CPU seconds of the interior-point method, its iterations (Newton factorizations) and worst KKT
+residual (recomputed in float64 on every row); the workset method (``solver="workset"``, the default beyond Clarabel's
+sizes) and cvxpy + Clarabel, each in a subprocess killed after ``--cap`` seconds (``--mem-gb`` of address space), with
+their worst KKT residual and the relative difference of their objective ½||W||² from the interior-point method's.
+The script never fails on time.
+
+Run: python benchmarks/bench_svm_illcond.py [--sizes xs,s,m,l,xl] [--conds 1e4,1e5,1e6] [--features DIR/ntp_data.npz]
+     [--cap 120] [--no-clarabel] [--no-workset] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+from _common import print_table
+
+from ntpbias.data.ntp import NTPData
+from ntpbias.geometry.margins.program import ntp_svm
+
+SIZES = {  # name: (m, d, V, largest |S_j|)
+    "xs": (16, 32, 32, 4),
+    "s": (32, 64, 64, 4),
+    "m": (64, 128, 128, 4),
+    "l": (128, 128, 512, 8),
+    "xl": (128, 128, 1024, 8),
+}
+
+
+def spectrum_ntp(m: int, d: int, V: int, k: int, cond: float, seed: int = 0) -> NTPData:
+    """H (m, d) with singular values log-spaced from 1 to 1/cond (times sqrt(d)) and random singular vectors; supports
+    of 1..k tokens drawn uniformly; probabilities uniform on [0.1, 1.1] then normalized."""
+    g = torch.Generator().manual_seed(seed)
+    r = min(m, d)
+    U, _ = torch.linalg.qr(torch.randn(m, r, generator=g, dtype=torch.float64))
+    Q, _ = torch.linalg.qr(torch.randn(d, r, generator=g, dtype=torch.float64))
+    H = (U * torch.logspace(0, -math.log10(cond), r, dtype=torch.float64)) @ Q.T * math.sqrt(d)
+    sizes = torch.randint(1, k + 1, (m,), generator=g)
+    order = torch.argsort(torch.rand(m, V, generator=g), dim=1)
+    support = torch.zeros(m, V, dtype=torch.bool).scatter(1, order, torch.arange(V)[None, :] < sizes[:, None])
+    P = torch.where(support, torch.rand(m, V, generator=g, dtype=torch.float64) + 0.1, 0)
+    return NTPData.from_arrays(H, P / P.sum(1, keepdim=True))
+
+
+def instance(spec: str) -> NTPData:
+    """``size:cond`` (the controlled spectrum) or ``file:PATH`` (an NTP .npz)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "file":
+        z = np.load(rest, allow_pickle=False)
+        return NTPData.from_arrays(torch.as_tensor(z["H"]).double(), torch.as_tensor(z["P"]).double(),
+                                   torch.as_tensor(z["pi"]).double() if "pi" in z else None)
+    return spectrum_ntp(*SIZES[kind], float(rest))
+
+
+def solve(data: NTPData, solver: str, **options) -> dict:
+    c0, t0 = time.process_time(), time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an uncertified result says so in its status
+        res = ntp_svm(data, solver, **options)
+    det = res.details
+    iters = det.get("ipm_iterations", res.iterations) if solver == "ipm" else (
+        f"{det.get('apg_iterations', 0)} + {det.get('pcg_iterations', 0)}" if solver == "workset" else res.iterations)
+    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, "objective": 0.5 * res.norm ** 2,
+            "kkt": res.certificate.worst, "certified": res.certified, "iterations": iters,
+            "factorizations": det.get("factorizations"), "polish": det.get("polish")}
+
+
+def child(spec: str, solver: str) -> None:
+    """Inside the capped subprocess: one solve, its record as one JSON line."""
+    options = {"polish": False} if solver == "clarabel" else {}
+    print(json.dumps(solve(instance(spec), solver, **options)))
+
+
+def capped(spec: str, solver: str, cap: float, mem_gb: float) -> dict:
+    """``solver`` on ``spec`` in a subprocess killed after ``cap`` seconds or beyond ``mem_gb`` of address space."""
+    limit = int(mem_gb * 2 ** 30)
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", f"{solver}|{spec}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, preexec_fn=limit_memory,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    except subprocess.TimeoutExpired:
+        return {"label": f"> {cap:g}"}
+    if proc.returncode != 0:
+        oom = "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or "memory" in proc.stderr.lower()
+        return {"label": f"out of memory (> {mem_gb:g} GB)" if oom else "failed"}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"label": f"{out['wall']:.3g} ({out['cpu']:.3g})", **out}
+
+
+def peer_columns(peer: dict, ipm: dict) -> list[str]:
+    if "kkt" not in peer:
+        return [peer["label"], "-", "-"]
+    agree = abs(peer["objective"] - ipm["objective"]) / ipm["objective"]
+    return [peer["label"], f"{peer['kkt']:.1e}", f"{agree:.1e}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="xs,s,m,l,xl", help=f"comma-separated subset of {','.join(SIZES)}")
+    parser.add_argument("--conds", default="1e4,1e5,1e6", help="condition numbers of H")
+    parser.add_argument("--features", action="append", default=[], help="an NTP .npz of a model's features")
+    parser.add_argument("--cap", type=float, default=120.0, help="seconds before a peer's subprocess is killed")
+    parser.add_argument("--mem-gb", type=float, default=8.0, help="address-space limit of a peer's subprocess")
+    parser.add_argument("--no-clarabel", action="store_true")
+    parser.add_argument("--no-workset", action="store_true")
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        solver, spec = args.child.split("|", 1)
+        child(spec, solver)
+        return
+    specs = [f"{s}:{c}" for s in args.sizes.split(",") if s for c in args.conds.split(",") if c]
+    specs += [f"file:{p}" for p in args.features]
+    unknown = [s for s in specs if s.split(":")[0] not in (*SIZES, "file")]
+    if unknown:
+        parser.error(f"unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}")
+    ntp_svm(spectrum_ntp(4, 6, 4, 2, 10.0), "ipm")  # warm up torch's kernels
+    load0 = os.getloadavg()[0]
+    rows, records = [], []
+    for spec in specs:
+        data = instance(spec)
+        s = torch.linalg.svdvals(data.H)
+        kappa = float(s[0] / s[s > 1e-12 * s[0]][-1])
+        ipm = solve(data, "ipm")
+        workset = {"label": "not run"} if args.no_workset else capped(spec, "workset", args.cap, args.mem_gb)
+        clarabel = {"label": "not run"} if args.no_clarabel else capped(spec, "clarabel", args.cap, args.mem_gb)
+        name = os.path.basename(spec[5:]) if spec.startswith("file:") else spec
+        records.append({"problem": name, "m": data.m, "d": data.d, "V": data.V, "cond": kappa,
+                        "variables": data.V * data.d, "ipm": ipm, "workset": workset, "clarabel": clarabel})
+        rows.append([name, f"{data.m}, {data.d}, {data.V}", f"{data.V * data.d:,}", f"{kappa:.1e}",
+                     f"{ipm['wall']:.3g} ({ipm['cpu']:.3g})", ipm["iterations"], f"{ipm['kkt']:.1e}",
+                     *peer_columns(workset, ipm), *peer_columns(clarabel, ipm)])
+    load = f"load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
+    header = ["problem (size:cond)", "m, d, V", "variables V d", "cond(H)", "ipm wall (CPU) s", "ipm iterations",
+              "ipm KKT worst", "workset wall (CPU) s", "workset KKT worst", "objective rel. diff (workset)",
+              "Clarabel wall (CPU) s", "Clarabel KKT worst", "objective rel. diff (Clarabel)"]
+    print_table(f"NTP-SVM on ill-conditioned features: interior-point method vs workset vs cvxpy + Clarabel "
+                f"({torch.get_num_threads()} CPU thread(s), {load}, peers capped at {args.cap:g} s)", header, rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"load": load, "rows": records}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
