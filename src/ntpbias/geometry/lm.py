@@ -38,6 +38,7 @@ from .linear.loss import cross_entropy
 from .linear.subspace import subspace
 from .margins.program import ntp_margin
 from .margins.result import SVMResult
+from .solvers.ipm import fits as ipm_fits
 from .ufm.logit_svm import nuclear_svm
 from .ufm.logits import (
     SupportSVD,
@@ -55,8 +56,9 @@ from .ufm.logits import (
 SPECTRUM = 32
 #: ``solver="auto"``: F by the exact Gram eigendecomposition up to this many rows Σ_j (|S_j| - 1) (a model's features
 #: are ill-conditioned, cond(H) ~ 1e4 on Shakespeare, where the conjugate gradients of the iterative method stall), and
-#: the NTP-SVM by Clarabel up to this many variables V d (it certified there when the workset method did not)
-EXACT_ROWS, CLARABEL_VARIABLES = 6000, 10_000
+#: the NTP-SVM by the interior-point method wherever it fits (:func:`~ntpbias.geometry.solvers.ipm.fits`: its cost does
+#: not depend on cond(H); it certified where the workset method did not, docs/benchmarks.md#ill-conditioned-features)
+EXACT_ROWS = 6000
 
 
 def centred(W: torch.Tensor) -> torch.Tensor:
@@ -168,8 +170,8 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     ref : LogitReference
         :func:`logit_reference` of ``data`` (shared by every checkpoint).
     solver : str
-        NTP-SVM backend of :func:`~ntpbias.geometry.analysis.analyze`; "auto" takes the exact subspace method and
-        Clarabel while the problem is small enough (:data:`EXACT_ROWS`, :data:`CLARABEL_VARIABLES`).
+        NTP-SVM backend of :func:`~ntpbias.geometry.analysis.analyze`; "auto" takes the exact subspace method while
+        the problem is small enough (:data:`EXACT_ROWS`) and the interior-point method where it fits.
     analysis : Analysis, optional
         Paper A's objects of ``data`` when already computed.
 
@@ -193,7 +195,7 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     if analysis is None:
         rows = int((data.support_sizes - 1).sum())
         auto = solver == "auto"
-        analysis = analyze(data, solver="clarabel" if auto and data.V * data.d <= CLARABEL_VARIABLES else solver,
+        analysis = analyze(data, solver="ipm" if auto and ipm_fits(data.V, data.m) else solver,
                            subspace_method="exact" if auto and rows <= EXACT_ROWS else "auto")
     a = analysis
     Wc = centred(W)

@@ -82,6 +82,19 @@ OFF_FACE = 1e20
 TARGET_FACTOR = 0.25
 #: Entries of the (tokens, m, m) blocks formed and inverted at once (bounds the temporary memory).
 CHUNK_ENTRIES = 1 << 22
+#: :func:`fits` takes problems whose factorizations cost at most this many operations V m³ each (about 10 s on one
+#: CPU thread; 20-40 of them per solve).
+MAX_WORK = 2e10
+
+
+def fits(V: int, m: int) -> bool:
+    """Whether an NTP-SVM with V tokens and m contexts is within :data:`MAX_WORK` for the interior-point method (its
+    memory, V m² numbers, is then at most MAX_WORK / m).
+
+    >>> fits(1024, 128), fits(64, 3000)
+    (True, False)
+    """
+    return V * m ** 3 <= MAX_WORK
 
 
 def solve_ipm(program, *, tol: float = 1e-6, max_iter: int = IPM_MAX_ITER, warm_start=None,
