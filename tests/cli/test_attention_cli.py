@@ -28,7 +28,9 @@ def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_m
         assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
     names = {c["name"] for c in summary["checks"]}
     assert {"Lemma 4.1: error bound (7)", "stage2-ngd: cos with Lemma 4.5's p̂", "stage2-gd: monotone loss",
-            "stage2-lemma44: only s*_X selected", "Lemma 4.5: margin gap", "fig2: pearson_v_pd"} <= names
+            "stage2-lemma44: only s*_X selected", "Lemma 4.5: margin gap", "fig2: irrelevant tokens near zero",
+            "Erratum B-E9: Lemma 4.4's corollary"} <= names
+    assert "fig2: pearson_v_pd" not in names  # its level is calibrated at the quick schedule only
     for check in summary["checks"]:
         assert set(check) >= {"name", "claim", "measured", "threshold", "passed", "kind", "premise", "premise_met",
                               "threshold_source", "verdict"}
@@ -37,8 +39,15 @@ def test_reproduce_attention_smoke_in_a_real_process(tmp_path, run_cli, report_m
     thm = [c for c in summary["checks"] if c["name"] == "stage2-ngd: only s*_X selected"][0]
     assert thm["premise_met"] is False and thm["verdict"] == "not graded" and thm["quote"]
     rows = read_metrics_csv(out / "metrics.csv")
-    assert {r["run"] for r in rows} == {"stage2-ngd", "stage2-gd", "stage2-lemma44", "fig2", "fig2-v-fixed"}
-    assert configs_train_v(out) == {"fig2": True, "fig2-v-fixed": False}  # the paper trains v; the theory fixes it
+    fig2 = {"fig2", "fig2-v-fixed"}
+    assert {r["run"] for r in rows} == {"stage2-ngd", "stage2-gd", "stage2-lemma44", *fig2,
+                                        *(f"{r}-labels-permuted" for r in fig2)}  # the controls of Fig. 2's checks
+    assert configs_train_v(out) == {"fig2": True, "fig2-v-fixed": False, "fig2-labels-permuted": True,
+                                    "fig2-v-fixed-labels-permuted": False}  # the paper trains v; the theory fixes it
+    assert (out / "tokens-fig2-labels-permuted.csv").is_file()
+    for check in summary["checks"]:  # every graded check names its negative control and its value there
+        if check["kind"] in ("theorem", "paper-number", "calibrated", "erratum"):
+            assert check["control"] and check["control_passed"] is not None, check["name"]
     table = read_token_table(out / "tokens-fig2.csv")
     assert set(table) >= {"token", "count", "alpha", "pd", "e_dot_p", "e_dot_v", "level", "polarity"}
     assert table["token"][0].startswith(("irr", "L"))
@@ -177,6 +186,10 @@ def test_reproduce_attention_imdb_smoke_with_the_packaged_reviews_and_a_yelp_fil
     assert not any("pearson" in n for n in names)  # no level calibrated at this schedule grades it
     order = [c for c in summary["checks"] if c["name"] == "imdb: two-layer loss order"][0]
     assert order["kind"] == "paper-number" and order["premise_met"] is False  # smoke scale: not the paper's settings
+    for check in summary["checks"]:  # every graded check names its negative control and its value there
+        if check["kind"] != "sanity":
+            assert check["control"] and check["control_passed"] is not None, check["name"]
+    assert order["control"].startswith("the final loss of model (1)")
     assert order["verdict"] == "not graded" and "25,000-review" in section["description"]
     # the saved outputs suffice to grade the run again, with the same verdicts
     code, _, err = cli("reproduce", "attention-imdb", "--regrade", "--out", out, "--quiet")

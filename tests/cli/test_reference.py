@@ -17,3 +17,9 @@ def test_every_command_has_a_section_with_examples():
     for name in ("analyze", "corpus", "list", "predict", "reproduce", "settings", "structure", "sweep", "train"):
         section = page.split(f"## ntpbias {name}\n", 1)[1].split("\n## ", 1)[0]
         assert "Usage: ntpbias" in section and "Example" in section, name
+
+
+def test_ranges_without_an_upper_limit_read_as_lower_bounds():
+    page = reference.markdown()
+    assert "9223372036854775807" not in page
+    assert "[default: 900; x>=1]" in page  # predict --steps

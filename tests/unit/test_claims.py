@@ -157,7 +157,7 @@ def test_claims_page_lists_each_sentence_with_its_checks_and_verdicts(tmp_path):
     update_records("quick", [run], docs=tmp_path / "docs")
     page = render(docs=tmp_path / "docs")
     section = page.split("### Lemma 5 of paper C (App. C.2)")[1].split("###")[0]
-    assert "| transformer: fig2: Lemma 5 per position | theorem | smallest φ - 1/L | Assumptions 1-3 (met) | " \
+    assert "| transformer: Lemma 5 per position (theorem) | smallest φ - 1/L | Assumptions 1-3 (met); *runs:* fig2 | " \
            "**pass** (0) | not run |" in section
     assert "`ntpbias reproduce transformer`" in page
     check["quote"] = "a sentence no paper says"
@@ -165,3 +165,38 @@ def test_claims_page_lists_each_sentence_with_its_checks_and_verdicts(tmp_path):
     update_records("quick", [run], docs=tmp_path / "docs")
     with pytest.raises(ValueError, match="no claim of the code"):
         render(docs=tmp_path / "docs")
+
+
+def test_claims_page_gathers_configurations_and_counts_each_verdict_apart(tmp_path):
+    """One row per check of a sentence: its configurations (the name before ": ") summarized, each verdict counted
+    apart, the negative control with its values, why a check was not graded; text that Markdown reads is escaped."""
+    import json
+
+    from ntpbias.report.claims import render, update_records
+
+    quote = CLAIMS["C:lemma5"].quote
+    base = {"kind": "theorem", "threshold": ">= 0", "metric": "min_n φ_+ over |S| steps", "quote": quote,
+            "where": "Lemma 5", "premise": "Assumptions 1-3", "premise_met": True,
+            "control": "a run with the keys' *gradient* flipped", "ungraded_reason": ""}
+    verdicts = ["pass", "pass", "consistent", "fail", "not graded", "control passed"]
+    checks = [{**base, "name": f"V={v}, m=40: Lemma 5", "verdict": verdict, "measured": 0.1 * (i + 1),
+               "control_measured": -0.5 * (i + 1), "control_passed": verdict == "control passed"}
+              for i, (v, verdict) in enumerate(zip([20, 5, 10, 7, 3, 2], verdicts, strict=True))]
+    checks[4]["ungraded_reason"] = "the run stops before t_0"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"command": "ntpbias reproduce transformer",
+                                                  "sections": [{"id": "transformer"}], "checks": checks}))
+    update_records("quick", [run], docs=tmp_path / "docs")
+    recorded = json.loads((tmp_path / "docs" / "results" / "checks-quick.json").read_text())["checks"]
+    assert recorded[4]["ungraded_reason"] == "the run stops before t_0" and recorded[5]["control_passed"] is True
+    section = render(docs=tmp_path / "docs").split("### Lemma 5 of paper C (App. C.2)")[1].split("###")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| transformer")]
+    assert len(rows) == 1
+    row = rows[0]
+    assert "min\\_n φ\\_+ over \\|S\\| steps" in row  # escaped: no italics, no cell break
+    assert "*control:* a run with the keys' \\*gradient\\* flipped" in row
+    assert "*runs:* 6: V = 2, 3, 5, 7, 10, 20; m = 40" in row
+    assert ("**2 pass**, 1 consistent, **1 fail**, 1 not graded, 1 control passed (0.1 to 0.6; control -3 to -0.5; "
+            "not graded: the run stops before t\\_0)") in row
+    assert row.endswith("| not run |")

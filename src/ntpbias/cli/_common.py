@@ -107,7 +107,8 @@ def check_output_file(path: str | Path, what: str) -> Path:
 VERDICT_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "consistent": "[green]consistent[/]",
                  "inconsistent": "[yellow]inconsistent[/]", "shown": "[dim]shown[/]",
                  "by construction": "[dim]by construction[/]", "holds": "[dim]holds (erratum)[/]",
-                 "refuted": "[yellow]refuted (erratum)[/]", "not graded": "[dim]not graded[/]"}
+                 "refuted": "[yellow]refuted (erratum)[/]", "not graded": "[dim]not graded[/]",
+                 "control passed": "[yellow]control passed[/]"}
 
 
 def exit_status(sections) -> int:

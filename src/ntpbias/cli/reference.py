@@ -6,8 +6,11 @@ disagree, so the reference never drifts from ``--help``.
 
 from __future__ import annotations
 
+import re
+
 import click
 
+from ..config import INT64_MAX
 from . import cli
 
 #: a fixed width, so the page is the same on every terminal
@@ -33,6 +36,12 @@ def _commands(group: click.Group, ctx: click.Context, prefix: str):
             yield from _commands(command, sub, path)
 
 
+def _readable(help_text: str) -> str:
+    """A command's help as the page shows it: a range with no upper limit (``1<=x<=9223372036854775807``, the int64
+    bound the options are checked against) written ``x>=1``."""
+    return re.sub(rf"(-?\d+)<=x<={INT64_MAX}\b", r"x>=\1", help_text)
+
+
 def markdown() -> str:
     """The whole reference as Markdown: the top-level help, then one section per command (and subcommand).
 
@@ -40,10 +49,10 @@ def markdown() -> str:
     does not depend on which help was printed before."""
     settings = {**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
     root = click.Context(cli, info_name="ntpbias", **settings)
-    parts = [HEADER, "## ntpbias\n", "```text", cli.get_help(root), "```\n"]
+    parts = [HEADER, "## ntpbias\n", "```text", _readable(cli.get_help(root)), "```\n"]
     for path, command, parent in _commands(cli, root, "ntpbias"):
         ctx = click.Context(command, info_name=path.rsplit(" ", 1)[1], parent=parent, **command.context_settings)
-        parts += [f"## {path}\n", "```text", command.get_help(ctx), "```\n"]
+        parts += [f"## {path}\n", "```text", _readable(command.get_help(ctx)), "```\n"]
     return "\n".join(parts)
 
 

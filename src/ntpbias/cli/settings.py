@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import click
 
@@ -25,12 +26,17 @@ def settings_rows(name: str | None):
                       "see `ntpbias list`")
 
 
+def _plain(text: str) -> str:
+    """Text that Markdown shows as written: underscores and stars escaped (no italics)."""
+    return re.sub(r"([_*])", r"\\\1", text)
+
+
 def settings_markdown(sections) -> str:
     """The tables of docs/settings.md."""
     lines = []
     for title, rows in sections:
         lines += [f"## {title}", "", "| key | allowed | default | meaning |", "|---|---|---|---|"]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in (f"`{k}`", a, f"`{d}`", doc)) + " |"
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in (f"`{k}`", _plain(a), f"`{d}`", _plain(doc))) + " |"
                   for k, a, d, doc in rows]
         lines.append("")
     return "\n".join(lines)

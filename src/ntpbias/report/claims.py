@@ -16,19 +16,23 @@ Usage::
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 from ..experiments.claims import CLAIMS, PAPERS
-from ..results import QUOTED_KINDS
+from ..results import QUOTED_KINDS, VERDICTS
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 SCALES = ("quick", "paper")
+#: the order verdicts are counted in: the graded ones first, each apart, then the ones never counted
+ORDER = ("pass", "consistent", "inconsistent", "fail", "not graded", "control passed") + tuple(
+    v for v in VERDICTS if v not in ("pass", "consistent", "inconsistent", "fail", "not graded", "control passed"))
 #: the fields of a check record kept in docs/results/checks-<scale>.json
 FIELDS = ("group", "name", "kind", "verdict", "measured", "threshold", "metric", "quote", "where", "premise",
-          "premise_met")
+          "premise_met", "control", "control_measured", "control_passed", "ungraded_reason")
 
 
 def collect(run_dirs: list[str | Path]) -> list[dict]:
@@ -75,18 +79,145 @@ def _command(command: str) -> str:
     return re.sub(r"--out \S+", "--out DIR", command)
 
 
-def _cell(value) -> str:
-    if isinstance(value, float):
-        text = f"{value:.4g}"
-    else:
-        text = " ".join(str(value).split())
-    return text.replace("|", "\\|")
+def _escape(text: str) -> str:
+    """``text`` as Markdown that renders as written: the characters Markdown reads (emphasis, code, links, HTML, math,
+    table cells) escaped."""
+    text = text.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;")
+    return re.sub(r"([`*_\[\]$|])", r"\\\1", text)
 
 
-def _verdict(record: dict | None) -> str:
-    if record is None:
+def _text(value) -> str:
+    """A value of a record as one escaped line (floats to 4 significant digits)."""
+    return _escape(f"{value:.4g}" if isinstance(value, float) else " ".join(str(value).split()))
+
+
+def _quote(quote: str) -> str:
+    """A paper's sentence, verbatim: its ``$...$`` and ``$$...$$`` formulas (the text extraction's TeX, the docs'
+    formulas) typeset as inline math, the rest escaped; a sentence with an unpaired ``$`` is escaped whole."""
+    quote = " ".join(quote.split())
+    parts = re.split(r"(\$\$[^$]+\$\$|\$[^$]+\$)", quote)
+    if "$" in "".join(parts[0::2]):
+        return _escape(quote)
+    return "".join(f"${_inline(p.strip('$').strip())}$" if i % 2 else _escape(p) for i, p in enumerate(parts))
+
+
+def _inline(tex: str) -> str:
+    """A display formula's TeX as inline math: an equation number ``\\tag{12}`` written ``(12)`` beside it."""
+    return re.sub(r"\\tag\{([^}]*)\}", r"\\qquad (\1)", tex)
+
+
+def _split(name: str) -> tuple[str, str]:
+    """A check's name as (configuration, what is checked): "V=2, |S|=1, m=40: Cover's law" -> ("V=2, |S|=1, m=40",
+    "Cover's law"); a name without a configuration has ""."""
+    config, sep, check = name.rpartition(": ")
+    return (config, check) if sep else ("", name)
+
+
+def _configurations(configs: list[str]) -> str:
+    """The configurations of one check, summarized: each key's values when every configuration is a list of
+    ``key=value`` (``V = 2, 3, 5; m = 40, 100``), else the names (the first five and a count)."""
+    configs = [c for c in dict.fromkeys(configs) if c]
+    if not configs:
+        return ""
+    pairs = [[item.split("=", 1) for item in c.split(", ")] for c in configs]
+    if len(configs) > 1 and all(len(kv) == 2 for p in pairs for kv in p):
+        values: dict[str, list[str]] = {}
+        for p in pairs:
+            for k, v in p:
+                values.setdefault(k.strip(), []).append(v.strip())
+
+        def order(v):
+            return (0, float(v), v) if re.fullmatch(r"-?[\d.]+(e-?\d+)?", v) else (1, 0.0, v)
+
+        keys = "; ".join(f"{k} = {', '.join(sorted(dict.fromkeys(v), key=order))}" for k, v in values.items())
+        return f"{len(configs)}: {_text(keys)}"
+    shown = ", ".join(configs[:5]) + (f" and {len(configs) - 5} more" if len(configs) > 5 else "")
+    return _text(shown) if len(configs) == 1 else f"{len(configs)}: {_text(shown)}"
+
+
+def _values(values: list) -> str:
+    """One measured value, or the range of several numbers ("0.86 to 0.97"); several texts: the first, "..."."""
+    values = [v for v in values if v not in ("", None)]
+    if not values:
+        return ""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) == len(values) and min(numbers) != max(numbers):
+        return f"{_text(float(min(numbers)))} to {_text(float(max(numbers)))}"
+    return _text(values[0]) + (", ..." if len(set(map(str, values))) > 1 else "")
+
+
+def _verdicts(records: list[dict]) -> str:
+    """The verdicts of one check's configurations at one scale, each verdict counted apart (pass, consistent,
+    inconsistent, fail, not graded, control passed, ...), with the measured values, the negative control's values and
+    why a check was not graded."""
+    if not records:
         return "not run"
-    return f"**{record['verdict']}** ({_cell(record['measured'])})"
+    verdicts = [r["verdict"] for r in records]
+    counts = {v: verdicts.count(v) for v in ORDER if v in verdicts}
+    if len(records) == 1:
+        text = f"**{verdicts[0]}**"
+    else:
+        text = ", ".join((f"**{n} {v}**" if v in ("pass", "fail") else f"{n} {v}") for v, n in counts.items())
+    details = [_values([r["measured"] for r in records])]
+    control = _values([r.get("control_measured") for r in records])
+    if control:
+        details.append(f"control {control}")
+    reasons = [r["ungraded_reason"] for r in records if r.get("ungraded_reason")]
+    if reasons:
+        details.append("not graded: " + _text("; ".join(dict.fromkeys(reasons))))
+    details = [d for d in details if d]
+    return text + (f" ({'; '.join(details)})" if details else "")
+
+
+def _setting(records: list[dict]) -> str:
+    """The premises of one check's configurations and how many of them met them; premises that differ only in their
+    end (``... (this run: gd, η = 0.5)``) are written once, with the ends that differ."""
+    premises = list(dict.fromkeys(" ".join(r["premise"].split()) for r in records if r.get("premise")))
+    if not premises:
+        return "no premise"
+    met = [r.get("premise_met") for r in records]
+    n = len(met)
+    summary = ("met" if met.count(True) == n else "not met" if met.count(False) == n else "n/a" if met.count(None) == n
+               else f"met in {met.count(True)} of {n}")
+    shown = premises[0]
+    if len(premises) > 1:
+        common = os.path.commonprefix(premises)
+        cut = common.rfind(" (") if " (" in common else common.rfind("; ")
+        head = common[:cut + 1] if cut > 0 else ""
+        ends = [p[len(head):].strip() for p in premises]
+        shown = head + " / ".join(ends[:4]) + (f" / {len(ends) - 4} more" if len(ends) > 4 else "")
+    return f"{_text(shown)} ({summary})"
+
+
+def _control(records: list[dict]) -> str:
+    controls = list(dict.fromkeys(r["control"] for r in records if r.get("control")))
+    return _text("; ".join(controls))
+
+
+def _rows(keys: list[tuple[str, str]], by_key: dict[tuple[str, str], dict[str, dict]]) -> list[str]:
+    """One row per check of a sentence: its configurations (the part of the check's name before ": ") gathered."""
+    rows: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for group, name in keys:
+        r = next(iter(by_key[(group, name)].values()))
+        rows.setdefault((group, _split(name)[1], r["kind"]), []).append((group, name))
+    lines = ["| check (kind) | what it measures; its negative control | setting; configurations | quick | paper |",
+             "|---|---|---|---|---|"]
+    for (group, check, kind), members in rows.items():
+        per_scale = {s: [by_key[k][s] for k in members if s in by_key[k]] for s in SCALES}
+        every = per_scale["paper"] + per_scale["quick"]
+        metric = _text(next((r["metric"] for r in every if r.get("metric")), "")) or "—"
+        control = _control(every)
+        configs = _configurations([_split(n)[0] for _, n in members])
+        lines.append(f"| {_text(group)}: {_text(check)} ({kind}) | {metric}"
+                     f"{f'; *control:* {control}' if control else ''} | {_setting(every)}"
+                     f"{f'; *runs:* {configs}' if configs else ''} | "
+                     f"{_verdicts(per_scale['quick'])} | {_verdicts(per_scale['paper'])} |")
+    return lines + [""]
+
+
+def _tally(records: list[dict]) -> str:
+    verdicts = [r["verdict"] for r in records]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in ORDER if v in verdicts) or "none"
 
 
 def render(docs: Path = DOCS) -> str:
@@ -109,46 +240,51 @@ def render(docs: Path = DOCS) -> str:
     if stale:
         raise ValueError(f"{len(stale)} recorded quote(s) are no claim of the code (rerun the runs and --collect): "
                          f"{stale[0][:80]}")
+    quoted = {scale: [r for r in data["checks"] if r.get("quote")] for scale, data in records.items()}
     lines = [
+        "---",
+        "hide: [navigation]",
+        "---",
+        "",
         "# Claims: the papers' sentences and the checks that grade them",
         "",
         "<!-- generated by `python -m ntpbias.report.claims` from the code's claims and docs/results/checks-*.json; "
         "do not edit -->",
         "",
         "Every `theorem`, `paper-number` and `erratum` check of ntpbias grades one sentence of a paper, quoted "
-        "verbatim (search it in the paper's text; formulas as the text extraction gives them), or, for a statement "
-        "we derive or take from the literature beyond the three papers, the sentence of the docs page that states "
-        "it. Below, per sentence: where it stands, the checks that grade it, what each measures, its setting (the "
-        "premises and whether this run met them), and its verdict with the measured value at quick scale and at "
-        "paper scale. Kinds and verdicts: [checks.md](checks.md); a premise not met turns pass/fail into "
-        "consistent/inconsistent; `by-construction` and `erratum` checks are never counted as matches.",
+        "verbatim (search it in the paper's text; formulas as the text extraction gives them), or, for a statement we "
+        "derive or take from the literature beyond the three papers, the sentence of the docs page that states it. "
+        "Below, per sentence: where it stands, and one row per check that grades it: what it measures, the "
+        "configurations it runs on (the runs and settings of the same check, gathered), its setting (the premises and "
+        "whether the runs met them), its negative control (the input on which it must fail, "
+        "[checks.md](checks.md#a-negative-control-for-every-graded-check)), and its verdicts at quick and at paper "
+        "scale, each verdict counted apart, with the measured values (a range over the configurations) and the "
+        'control\'s. A premise not met turns pass/fail into consistent/inconsistent; "control passed" means the '
+        "control passed too, so the pass shows nothing; `by-construction` and `erratum` checks are never counted as "
+        "matches ([checks.md](checks.md)).",
         "",
         "Runs: " + "; ".join(f"{scale} scale: " + (", ".join(f"`{c}`" for c in sorted({_command(c) for c in
                                                                                        data["runs"].values()}))
                                                    or "none recorded") for scale, data in records.items()) + ".",
+        "",
+        "Checks of a sentence, by verdict: " + "; ".join(f"{scale} scale: {_tally(quoted[scale])}" for scale in SCALES)
+        + ".",
         "",
     ]
     sections = [("A", f"Paper A: {PAPERS['A']}"), ("B", f"Paper B: {PAPERS['B']}"), ("C", f"Paper C: {PAPERS['C']}"),
                 ("docs", "Statements beyond the papers (our derivations and the literature, quoted from the docs)")]
     for prefix, title in sections:
         lines += [f"## {title}", ""]
+        places: dict[str, list] = {}
         for key, claim in CLAIMS.items():
-            if not key.startswith(prefix + ":"):
-                continue
-            checks = by_quote.get(" ".join(claim.quote.split()), [])
-            lines += [f"### {claim.where}", "", f"> {claim.quote}", ""]
-            if not checks:
-                lines += ["No check of a recorded run grades it.", ""]
-                continue
-            lines += ["| check | kind | measured | setting | quick | paper |", "|---|---|---|---|---|---|"]
-            for group, name in checks:
-                scales = by_key[(group, name)]
-                r = scales.get("paper") or scales["quick"]
-                met = {True: "met", False: "not met", None: "n/a"}[r.get("premise_met")]
-                setting = f"{r['premise']} ({met})" if r.get("premise") else "—"
-                lines.append(f"| {_cell(group)}: {_cell(name)} | {r['kind']} | {_cell(r['metric'])} | "
-                             f"{_cell(setting)} | {_verdict(scales.get('quick'))} | {_verdict(scales.get('paper'))} |")
-            lines.append("")
+            if key.startswith(prefix + ":"):
+                places.setdefault(claim.where, []).append(claim)
+        for where, claims in places.items():
+            lines += [f"### {_text(where)}", ""]
+            for claim in claims:
+                checks = by_quote.get(" ".join(claim.quote.split()), [])
+                lines += [f"> {_quote(claim.quote)}", ""]
+                lines += _rows(checks, by_key) if checks else ["No check of a recorded run grades it.", ""]
     if unquoted:
         counts = {g: sum(1 for x, _ in unquoted if x == g) for g in sorted({g for g, _ in unquoted})}
         lines += ["## Checks still without a quoted sentence", "",

@@ -24,4 +24,5 @@ from .rundir import RunResult, check_earlier_run, check_outputs, claim_run_dir, 
 __all__ = ["CHECK_KINDS", "GRADED_KINDS", "QUOTED_KINDS", "VERDICTS",
            "Check", "Figure", "FigureSpec", "RunResult", "Section", "Table", "check_at_least",
            "check_at_most", "check_earlier_run", "check_outputs", "claim_run_dir", "config_toml", "headline",
-           "metrics_csv", "read_metrics_csv", "series", "spread", "tally", "verdict_counts", "with_control", "write_run"]
+           "metrics_csv", "read_metrics_csv", "series", "spread", "tally", "verdict_counts", "with_control",
+           "write_run"]

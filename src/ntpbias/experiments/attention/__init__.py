@@ -28,7 +28,7 @@ from ..._lazy import lazy_exports
 #: public name -> the module that defines it (imported on first use: importing the package or its config imports
 #: no torch)
 _EXPORTS = {
-    **dict.fromkeys(("SYNTHETIC_THRESHOLDS", "lemma41_checks", "pattern_checks", "stage_two_checks"), ".checks"),
+    **dict.fromkeys(("SYNTHETIC_LEVELS", "lemma41_checks", "pattern_checks", "stage_two_checks"), ".checks"),
     **dict.fromkeys(("AttentionConfig", "AttentionModelConfig", "AttentionTrainConfig", "FIG2", "FIG2_QUICK",
                      "FIG2_SMOKE", "Lemma41Config", "STAGE2_GD", "STAGE2_LEMMA44", "STAGE2_NGD", "StageOneConfig",
                      "StageTwoConfig", "StageTwoModelConfig", "StageTwoTrainConfig"), ".config"),

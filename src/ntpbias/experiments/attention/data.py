@@ -40,6 +40,9 @@ class TokenDataConfig(Config):
     yelp: YelpConfig = setting(factory=YelpConfig, doc="yelp: the selection (1000-1500 characters, 1-2 vs 4-5 stars, "
                                "50,000 reviews)")
     cache: bool = setting(True, "text: use the on-disk cache of preprocessed datasets ($NTPBIAS_CACHE)")
+    permute_labels: bool = setting(False, "permute the labels over the sequences (seeded by seed) once the data are "
+                                   "built: the negative control of the figures' patterns, which must vanish when "
+                                   "the tokens no longer carry the label (docs/paper-b-attention.md#theory-checks)")
 
     def input_files(self) -> dict[str, str]:
         if self.source == "yelp" and not self.path:
@@ -52,7 +55,11 @@ class TokenDataConfig(Config):
         return self.source in ("imdb", "yelp")
 
     def build(self) -> TokenData:
-        """Generate or read (and preprocess) the data."""
+        """Generate or read (and preprocess) the data; with ``permute_labels``, then permute their labels."""
+        data = self._build()
+        return data.with_permuted_labels(self.seed) if self.permute_labels else data
+
+    def _build(self) -> TokenData:
         if self.source == "k_level":
             from ...data.tokens import sample_k_level
 
@@ -117,3 +124,17 @@ class TokenData:
     facts: dict
     level: torch.Tensor | None = None
     polarity: torch.Tensor | None = None
+
+    def with_permuted_labels(self, seed: int = 0) -> TokenData:
+        """The same sequences with their labels permuted over the sequences (a seeded uniform permutation; token
+        counts, lengths and the class balance unchanged)."""
+        import torch
+
+        from ...data.tokens import TokenSequences
+
+        ds = self.ds
+        perm = torch.randperm(ds.n, generator=torch.Generator().manual_seed(seed)).to(ds.y.device)
+        permuted = TokenSequences.from_arrays(ds.X, ds.y[perm], mask=ds.mask, num_tokens=ds.num_tokens,
+                                              vocab=ds.vocab, source=f"{self.description}, labels permuted")
+        return TokenData(permuted, f"{self.description}, labels permuted (seed {seed})", self.facts,
+                         level=self.level, polarity=self.polarity)

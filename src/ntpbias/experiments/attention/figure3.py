@@ -25,15 +25,18 @@ import math
 import numpy as np
 
 from ...io import write_text
-from ...results import Check, FigureSpec, check_at_least, check_at_most
+from ...results import Check, FigureSpec, check_at_least, check_at_most, with_control
 from ...training.history import History
 from ..claims import cite
-from .runs import correlations, read_token_table, token_table_csv
+from .runs import correlations, permuted_scores, read_token_table, token_table_csv
 
 BINS = 10
 #: |PD| above which a token counts as clearly of one class, and below which it counts as irrelevant
 CLEAR, IRRELEVANT = 0.3, 0.1
 CORRELATIONS = ("pearson_v_pd", "spearman_v_pd", "pearson_p_abs_pd", "spearman_p_abs_pd")
+#: the negative control of the figures' statistics: the learned scores decoupled from the tokens (computable from a
+#: run's saved per-token table, so a regraded run gets it too)
+SCORES_PERMUTED = "the same per-token table with <E_s, v> and <E_s, p> permuted over the tokens (seed 0)"
 
 
 def _rising_steps(x: np.ndarray, y: np.ndarray) -> int:
@@ -76,51 +79,66 @@ def worst(stats: dict[int, dict[str, float]]) -> dict[str, float]:
 
 
 def figure_checks(run: str, table: dict[str, np.ndarray], history: History, *, model: str, converged: bool,
-                  setting: str, levels: dict[str, float] | None, level_source: str) -> list[Check]:
+                  setting: str, levels: dict[str, float] | None, level_source: str,
+                  control: tuple[str, dict[str, np.ndarray]] | None = None) -> list[Check]:
     """Figs. 1/3's statements for one run (worst seed), plus the loss decreasing (sanity).
 
     ``converged``: the run used the paper's settings (its "trained until convergence"); ``levels``: the calibrated
     levels of ``sign_agreement``, ``irrelevant_spread`` and the correlations at this run's scale (None: not calibrated
-    at this schedule, those checks are left out); ``level_source``: where they were calibrated.
+    at this schedule, those checks are left out); ``level_source``: where they were calibrated; ``control``: (in
+    words, a per-token table) on which every graded check is computed again and must fail (default: the table with
+    the scores permuted over the tokens, :func:`~ntpbias.experiments.attention.runs.permuted_scores`).
     """
-    w = worst(statistics(table))
+    if control is None:
+        control = (SCORES_PERMUTED, permuted_scores(table))
+    w, on_control = worst(statistics(table)), worst(statistics(control[1]))
     fig = "Fig. 1" if model == "two_layer" else "Fig. 3"
     v_claim, p_claim = ("B:fig1-v", "B:fig1-p") if model == "two_layer" else ("B:fig3", "B:fig3")
     shape = {"kind": "paper-number", "premise": f"trained until convergence at the paper's settings ({setting})",
              "premise_met": converged, "threshold_source": f"the ordering {fig} of paper B shows"}
+    calibrated = {"kind": "calibrated", "threshold_source": level_source}
+
+    def controlled(build) -> Check:
+        return with_control(build(w), control[0], build(on_control))
+
+    def rising(x: dict, key: str, score: str, axis: str, claim: str, counts: str) -> Check:
+        return Check(f"{run}: {fig} {score} rises with {axis}", f"the means of {score} over the {axis} deciles "
+                     "increase", f"{x[key]}/{BINS - 1} steps up", f"{BINS - 1}/{BINS - 1}", x[key] == BINS - 1,
+                     f"{fig} of paper B", **cite(claim), **shape,
+                     metric=f"of the {BINS - 1} steps between the means of {score} over the {BINS} {axis} deciles"
+                            f"{counts}, how many go up (worst seed)")
+
+    def v_bins(x: dict) -> Check:
+        return rising(x, "v_bins", "<E_s, v>", "PD", v_claim, " (equal token counts)")
+
+    def p_bins(x: dict) -> Check:
+        return rising(x, "p_bins", "<E_s, p>", "|PD|", p_claim, "")
+
     out = [
-        Check(f"{run}: {fig} <E_s, v> rises with PD", "the means of <E_s, v> over the PD deciles increase",
-              f"{w['v_bins']}/{BINS - 1} steps up", f"{BINS - 1}/{BINS - 1}", w["v_bins"] == BINS - 1,
-              f"{fig} of paper B", **cite(v_claim), **shape,
-              metric=f"of the {BINS - 1} steps between the means of <E_s, v> over the {BINS} PD deciles (equal token "
-                     "counts), how many go up (worst seed)"),
-        Check(f"{run}: {fig} <E_s, p> rises with |PD|", "the means of <E_s, p> over the |PD| deciles increase",
-              f"{w['p_bins']}/{BINS - 1} steps up", f"{BINS - 1}/{BINS - 1}", w["p_bins"] == BINS - 1,
-              f"{fig} of paper B", **cite(p_claim), **shape,
-              metric=f"of the {BINS - 1} steps between the means of <E_s, p> over the {BINS} |PD| deciles, how many "
-                     "go up (worst seed)"),
+        controlled(v_bins), controlled(p_bins),
         check_at_most(f"{run}: loss decreased", "training lowers the loss below its initial value",
                       max(history.at()["loss"]), min(history.at(0)["loss"]), f"{fig} of paper B", kind="sanity",
                       threshold_source="the initial loss", metric="final training loss (worst seed)"),
     ]
     if levels is None:
         return out
-    calibrated = {"kind": "calibrated", "threshold_source": level_source}
-    out.append(check_at_least(f"{run}: sign agreement (|PD| > {CLEAR:g})", "tokens clearly of one class have <E_s, v> "
-                              "of the class's sign", w["sign_agreement"], levels["sign_agreement"], f"{fig} of paper B",
-                              **cite(v_claim), metric=f"fraction of tokens with |PD| > {CLEAR:g} whose <E_s, v> has "
-                              "the sign of PD (worst seed)", **calibrated))
-    out.append(check_at_most(f"{run}: irrelevant tokens near zero", "the cloud of irrelevant tokens sits near zero",
-                             w["irrelevant_spread"], levels["irrelevant_spread"], f"{fig} of paper B",
-                             **cite("B:fig2-irrelevant"), metric=f"median |<E_s, v>| over |PD| < {IRRELEVANT:g} "
-                             f"divided by the median over |PD| > {CLEAR:g} (worst seed)", **calibrated))
+    out.append(controlled(lambda x: check_at_least(
+        f"{run}: sign agreement (|PD| > {CLEAR:g})", "tokens clearly of one class have <E_s, v> of the class's sign",
+        x["sign_agreement"], levels["sign_agreement"], f"{fig} of paper B", **cite(v_claim),
+        metric=f"fraction of tokens with |PD| > {CLEAR:g} whose <E_s, v> has the sign of PD (worst seed)",
+        **calibrated)))
+    out.append(controlled(lambda x: check_at_most(
+        f"{run}: irrelevant tokens near zero", "the cloud of irrelevant tokens sits near zero",
+        x["irrelevant_spread"], levels["irrelevant_spread"], f"{fig} of paper B", **cite("B:fig2-irrelevant"),
+        metric=f"median |<E_s, v>| over |PD| < {IRRELEVANT:g} divided by the median over |PD| > {CLEAR:g} (worst "
+               "seed)", **calibrated)))
     for key in CORRELATIONS:
         what = "<E_s, v> with PD" if key.endswith("v_pd") else "<E_s, p> with |PD|"
-        out.append(check_at_least(f"{run}: {key}", f"{what}: {key.split('_')[0].capitalize()} correlation",
-                                  w[key], levels[key], f"{fig} of paper B",
-                                  **cite(v_claim if key.endswith("v_pd") else p_claim),
-                                  metric=f"{key.split('_')[0].capitalize()} correlation of {what} over the tokens "
-                                         "(worst seed)", **calibrated))
+        name = key.split("_")[0].capitalize()
+        out.append(controlled(lambda x, key=key, what=what, name=name: check_at_least(
+            f"{run}: {key}", f"{what}: {name} correlation", x[key], levels[key], f"{fig} of paper B",
+            **cite(v_claim if key.endswith("v_pd") else p_claim),
+            metric=f"{name} correlation of {what} over the tokens (worst seed)", **calibrated)))
     return out
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...config import from_dict, read_toml
 from ...errors import DataError
-from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_most, read_metrics_csv
+from ...results import Check, FigureSpec, RunResult, Section, Table, check_at_most, read_metrics_csv, with_control
 from ...training.history import History
 from ..claims import PAPERS, cite
 from .config import AttentionConfig
@@ -73,27 +73,39 @@ def _setting(cfg: AttentionConfig) -> str:
             "the paper: every review, d = 2048, 500 epochs, all parameters trained")
 
 
-def _loss_checks(key: str, losses: dict[str, float], configs: dict[str, AttentionConfig]) -> list[Check]:
+def _loss_checks(key: str, histories: dict[str, History], configs: dict[str, AttentionConfig]) -> list[Check]:
     """Sec. 5's comparison of the two models (v trained, as the paper trains them): the order of each final loss
-    (within a factor 10 of the stated order) and the two-layer loss below the one-layer."""
+    (within a factor 10 of the stated order; control: the other model's final loss) and the two-layer loss below the
+    one-layer (control: model (17) before training)."""
     runs = {m: f"{key}-{m.replace('_', '-')}" for m in PAPER_LOSS}
     premise = "the paper's settings (App. D: every review, d = 2048, 500 epochs, all parameters trained)"
     met = {m: at_paper_settings(configs[r]) for m, r in runs.items()}
+    final = {m: max(histories[r].at()["loss"]) for m, r in runs.items()}
 
     def fields(ok: bool, metric: str) -> dict:
         return {"kind": "paper-number", "premise": premise, "premise_met": ok, **cite("B:loss-orders"),
                 "metric": metric}
 
-    one, two = losses[runs["one_layer"]], losses[runs["two_layer"]]
-    out = [check_at_most(f"{key}: two-layer loss below one-layer", "model (17) fits the data better than model (1)",
-                         two, one, "Sec. 5 of paper B", threshold_source="the paper's comparison",
-                         **fields(all(met.values()), "final training loss of model (17), against model (1)'s"))]
-    for model, run in runs.items():
-        stated, loss = PAPER_LOSS[model], losses[run]
-        out.append(Check(f"{key}: {model.replace('_', '-')} loss order", f"final training loss of order {stated:g}",
+    def below(two: float) -> Check:
+        return check_at_most(f"{key}: two-layer loss below one-layer", "model (17) fits the data better than model "
+                             "(1)", two, final["one_layer"], "Sec. 5 of paper B", threshold_source="the paper's "
+                             "comparison", **fields(all(met.values()), "final training loss of model (17), against "
+                                                                        "model (1)'s"))
+
+    out = [with_control(below(final["two_layer"]), "model (17) before training (its loss at step 0)",
+                        below(max(histories[runs["two_layer"]].at(0)["loss"])))]
+    for model, other in (("one_layer", "two_layer"), ("two_layer", "one_layer")):
+        stated = PAPER_LOSS[model]
+
+        def order(loss: float, model=model, stated=stated) -> Check:
+            return Check(f"{key}: {model.replace('_', '-')} loss order", f"final training loss of order {stated:g}",
                          abs(math.log10(loss / stated)), "<= 1", abs(math.log10(loss / stated)) <= 1,
                          "Sec. 5 of paper B", threshold_source="one order of magnitude around the stated value",
-                         **fields(met[model], f"|log10(final training loss / {stated:g})| (worst seed)")))
+                         **fields(met[model], f"|log10(final training loss / {stated:g})| (worst seed)"))
+
+        name = "(17)" if other == "two_layer" else "(1)"
+        out.append(with_control(order(final[model]), f"the final loss of model {name} in its place (the other "
+                                "model: the check tells the two stated orders apart)", order(final[other])))
     return out
 
 
@@ -109,7 +121,7 @@ def grade(out: Path, *, scale: str, configs: dict[str, AttentionConfig], histori
                                   "the paper never states.", notes=list(notes), seconds=seconds)
     section.tables.extend(data_tables)
     tables = {run: read_token_table(out / f"tokens-{run}.csv") for run in configs}
-    rows, fades, panels, losses = [], [], {m: [] for m in MODEL_FIGURE}, {}
+    rows, fades, panels = [], [], {m: [] for m in MODEL_FIGURE}
     for run, cfg in configs.items():
         model, h = cfg.model.kind, histories[run]
         levels = LEVELS.get(scale, {}).get(model)
@@ -123,13 +135,12 @@ def grade(out: Path, *, scale: str, configs: dict[str, AttentionConfig], histori
                      first["pearson_p_abs_pd"], first["spearman_p_log_count"]))
         f = correlation_fade(h)
         fades.append((run, f["peak"], f["peak_epoch"], f["final"], f["final_epoch"], f["final_loss"]))
-        losses[run] = max(h.at()["loss"])
         variant = "v trained" if cfg.model.train_v else "v fixed"
         panels[model].append((run, f"{run.split('-')[0].upper()}, {model.replace('_', '-')} model, {variant}", h,
                               tables[run]))
     for key in sorted({run.split("-")[0] for run in configs}):
         if all(f"{key}-{m.replace('_', '-')}" in configs for m in PAPER_LOSS):
-            section.checks.extend(_loss_checks(key, losses, configs))
+            section.checks.extend(_loss_checks(key, histories, configs))
     if LEVELS.get(scale) is None:
         section.notes.append(f"No level is calibrated at the {scale} scale's schedule: the sign agreement, the "
                              "irrelevant tokens' spread and the correlations are shown in the table, not graded "

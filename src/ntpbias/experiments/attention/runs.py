@@ -135,6 +135,19 @@ def correlations(table: dict[str, np.ndarray]) -> dict[int, dict[str, float]]:
     return out
 
 
+def permuted_scores(table: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+    """The per-token table with <E_s, v> and <E_s, p> permuted over the tokens of each seed (a seeded permutation):
+    the learned values decoupled from the tokens, the negative control of the figures' statistics when no control
+    training is at hand (the same values, distribution and token statistics)."""
+    rng = np.random.default_rng(seed)
+    out = {k: v.copy() for k, v in table.items()}
+    for s in np.unique(table["seed"]).tolist():  # loop over seeds
+        idx = np.flatnonzero(table["seed"] == s)
+        perm = rng.permutation(idx)
+        out["e_dot_v"][idx], out["e_dot_p"][idx] = table["e_dot_v"][perm], table["e_dot_p"][perm]
+    return out
+
+
 def level_means(table: dict[str, np.ndarray], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """K-level data, one seed: signed levels (-K..K, 0 = irrelevant; sign = polarity) and the mean <E_s, v> and
     <E_s, p> over each signed level's tokens."""
@@ -147,8 +160,30 @@ def level_means(table: dict[str, np.ndarray], seed: int) -> tuple[np.ndarray, np
 
 
 @dataclass(frozen=True, eq=False)
+class StageTwoControls:
+    """The inputs the stage-2 checks are computed on as negative controls (docs/paper-b-attention.md#theory-checks).
+
+    Attributes
+    ----------
+    early : the same run stopped at step ``early.step`` (1% of its steps): ``params["p"]`` per seed, metrics at
+        that step.
+    frozen : the same optimizer for the same steps (first seed) on the sequences reduced to their relevant token
+        s*_X: the loss does not depend on p, nothing drives ||p_t||.
+    competitors : per seed, a competing max-margin direction (:class:`~ntpbias.geometry.attention.selection.
+        SelectionSVM`): Lemma 4.5's nearest one-token alternative, or in the Lemma 4.4 case the partial tie of
+        erratum B-E9 (docs/paper-b-attention.md#errata); ``competitor`` says which, in words.
+    """
+
+    early: History
+    frozen: History | None
+    competitors: list
+    competitor: str
+
+
+@dataclass(frozen=True, eq=False)
 class StageTwoRun:
-    """A stage-2 training and what it is compared with: stage-1 results, Lemma 4.5's SVM, s*_X per sequence."""
+    """A stage-2 training and what it is compared with: stage-1 results, Lemma 4.5's SVM, s*_X per sequence, and
+    the negative controls of its checks."""
 
     config: StageTwoConfig
     data: TokenData
@@ -158,6 +193,8 @@ class StageTwoRun:
     relevant: torch.Tensor | None
     assumption1: str  # "" when the data satisfy Assumption 1, else why not
     own: list  # DirectionalConvergence per run: the final p against (12) for its own selection
+    problem: StageTwoProblem | None = None  # the trained problem (its ``metrics`` evaluate any p)
+    controls: StageTwoControls | None = None
 
 
 def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenData | None = None,
@@ -188,7 +225,44 @@ def run_stage_two(cfg: StageTwoConfig, ctx: RunContext, run: str, data: TokenDat
     history.run = run
     own = [gs.directional_convergence(st.E1, p, data.ds, solver=cfg.model.solver)
            for st, p in zip(stages, history.params["p"], strict=True)]
-    return StageTwoRun(cfg, data, stages, history, refs, relevant, why, own)
+    controls = _stage_two_controls(cfg, data, stages, problem, relevant, refs, reference)
+    return StageTwoRun(cfg, data, stages, history, refs, relevant, why, own, problem, controls)
+
+
+#: the fraction of its steps at which a stage-2 run is stopped early for the negative controls
+EARLY_FRACTION = 0.01
+
+
+def _stage_two_controls(cfg: StageTwoConfig, data: TokenData, stages: list, problem: StageTwoProblem,
+                        relevant: torch.Tensor | None, refs: list | None, reference: str) -> StageTwoControls:
+    """The negative controls of a stage-2 run (:class:`StageTwoControls`): the run stopped at 1% of its steps, the
+    same optimizer on data where the loss does not depend on p, and a competing max-margin direction per seed."""
+    optimizer = Optimizer(stage_two_optimizer(cfg.optimizer.name, cfg.optimizer.lr))
+    seeds = [cfg.seed + b for b in range(cfg.seeds)]
+    early_steps = max(1, round(EARLY_FRACTION * cfg.train.steps))
+    early = Trainer(problem, optimizer, TrainConfig(steps=early_steps, log_points=2), seeds=seeds).run()
+    frozen = None
+    if relevant is not None:  # every sequence reduced to its relevant token: the attention has nothing to choose
+        ds = data.ds
+        only = TokenSequences.from_arrays(relevant[:, None].expand(ds.n, ds.T), ds.y, mask=ds.mask,
+                                          num_tokens=ds.num_tokens, source="s*_X only")
+        frozen = Trainer(StageTwoProblem(stages[:1], only, grad_floor=cfg.train.grad_floor),
+                         Optimizer(stage_two_optimizer(cfg.optimizer.name, cfg.optimizer.lr)),
+                         TrainConfig(steps=cfg.train.steps, log_points=2), seeds=seeds[:1]).run()
+    competitors, competitor = [], ""
+    if refs is not None and all(r.feasible for r in refs):
+        if reference == "one_irrelevant":
+            competitor = ("the partial tie of erratum B-E9: the irrelevant token tied with s*_X wherever s*_X is "
+                          "token 0, solved by (12) (a self-consistent max-margin direction)")
+            competitors = [gs.partial_tie(st.E1, data.ds, relevant == 0, solver=cfg.model.solver).svm
+                           for st in stages]
+        else:
+            competitor = ("the nearest alternative of Lemma 4.5: the one-token alternative selection (s*_X tied with "
+                          "one irrelevant token in one sequence) with the largest margin, solved by (12)")
+            competitors = [gs.lemma45_gap(st.E1, data.ds, solver=cfg.model.solver).nearest for st in stages]
+        if any(c is None or not c.feasible for c in competitors):
+            competitors, competitor = [], ""
+    return StageTwoControls(early, frozen, competitors, competitor)
 
 
 def theorem_gap_facts(cfg: StageTwoConfig, ds: TokenSequences) -> dict[str, str]:
@@ -202,18 +276,33 @@ def theorem_gap_facts(cfg: StageTwoConfig, ds: TokenSequences) -> dict[str, str]
 
 
 def lemma41_sweep(cfg: Lemma41Config, device=None) -> dict[str, np.ndarray]:
-    """Stage 1 at every (η₀, d, seed): error, bound, correlation, slope ratio, init event; scatter arrays at the
-    smallest and largest d (first seed, largest η₀)."""
+    """Stage 1 at every (η₀, d, seed): error, bound, correlation, slope ratio; the init event (22) once per draw
+    (d, seed: the η₀ axis repeats the same initialisation); scatter arrays at the smallest and largest d (first seed,
+    largest η₀). And the negative controls of the checks (docs/paper-b-attention.md#theory-checks, B-C5): the error
+    with the whole (η₀/2) α_s v term of (6) deleted (``error_unshifted``), the correlation of the shift with the α_s
+    of the labels permuted (``correlation_permuted``), and the event (22) at draws N(0, I_d) instead of N(0, I_d/d)
+    (``init_event_unscaled``)."""
     ds = cfg.data.build().ds
+    alpha_permuted = token_statistics(TokenSequences.from_arrays(
+        ds.X, ds.y[torch.randperm(ds.n, generator=torch.Generator().manual_seed(cfg.seed))], mask=ds.mask,
+        num_tokens=ds.num_tokens)).alpha
     shape = (len(cfg.eta0s), len(cfg.dims), cfg.seeds)
-    err, corr, slope, event = (np.zeros(shape) for _ in range(4))
+    err, unshifted, corr, corr_permuted, slope = (np.zeros(shape) for _ in range(5))
+    event, event_unscaled = np.zeros(shape[1:]), np.zeros(shape[1:])
     scatter = {}
     for i, eta0 in enumerate(cfg.eta0s):  # loop over the sweep's configurations
         for j, d in enumerate(cfg.dims):
             for k in range(cfg.seeds):
                 st = ga.stage_one(ds, d=d, eta0=eta0, seed=cfg.seed + k, device=device)
                 err[i, j, k], corr[i, j, k], slope[i, j, k] = st.max_error, st.correlation, st.slope_ratio
-                event[i, j, k] = ga.init_event(st.E0, st.p0, st.v, delta=cfg.delta).holds
+                unshifted[i, j, k] = max(float(torch.linalg.vector_norm(st.E1 - st.E0, dim=1).max()),
+                                         float(torch.linalg.vector_norm(st.err_p)))
+                shift = ((st.E1 - st.E0) @ st.v)[st.present]
+                corr_permuted[i, j, k] = float(pearson(alpha_permuted.to(shift)[st.present], shift))
+                if i == 0:  # one initialisation per (d, seed)
+                    event[j, k] = ga.init_event(st.E0, st.p0, st.v, delta=cfg.delta).holds
+                    event_unscaled[j, k] = ga.init_event(st.E0 * d ** 0.5, st.p0 * d ** 0.5, st.v,
+                                                         delta=cfg.delta).holds
                 if k == 0 and i == len(cfg.eta0s) - 1 and j in (0, len(cfg.dims) - 1):
                     tag = "small" if j == 0 else "large"
                     scatter[f"alpha_{tag}"] = 0.5 * eta0 * st.alpha[st.present]
@@ -221,6 +310,7 @@ def lemma41_sweep(cfg: Lemma41Config, device=None) -> dict[str, np.ndarray]:
     S = ds.num_tokens
     return {"dims": np.array(cfg.dims, dtype=float), "eta0s": np.array(cfg.eta0s), "error": err,
             "bound": 11 * np.array(cfg.eta0s)[:, None] * np.array(cfg.dims, dtype=float)[None, :] ** -0.25,
-            "correlation": corr, "slope_ratio": slope, "init_event": event,
+            "correlation": corr, "slope_ratio": slope, "init_event": event, "error_unshifted": unshifted,
+            "correlation_permuted": corr_permuted, "init_event_unscaled": event_unscaled,
             "d_condition": np.array(max(256.0, (2 * math.log(S * S / cfg.delta)) ** 2)),
             **{k: to_numpy(v) for k, v in scatter.items()}}

@@ -48,13 +48,15 @@ CLAIMS = {
         r"the closed form's column q equals the solution of (3) exactly when a Hall-type condition holds for query q"),
     "counting-bound": (
         "docs/separability.md, Compatibility (our derivation)",
-        r"Every generator (e_z - e_z') h̄_j^T of F has zero column sums, so dim F <= (V - 1) d, while compatibility "
-        r"with generic probabilities needs dim F = m (k - 1): d/m >= (k - 1)/(V - 1), the counting bound"),
+        r"Every generator $(e_{z} - e_{z'}) \bar{h}_{j}^\top$ of F has zero column sums, so $\dim F \le (V - 1) d$, "
+        r"while compatibility with generic probabilities needs $\dim F = m (k - 1): d/m \ge (k - 1)/(V - 1)$, the "
+        r"counting bound"),
     "support-count-bound": (
         "docs/separability.md, Compatibility at finite m: the support-count bound (our derivation)",
-        r"so the kernel has dimension at least Σ_v (n_v - d)_+ - (m - d), and compatibility needs Σ_v (n_v - d)_+ "
-        r"<= m - d."),
+        r"so the kernel has dimension at least $\sum_{v} (n_{v} - d)_{+} - (m - d)$, and compatibility needs "
+        r"$$\sum_v (n_v - d)_+ \le m - d.$$"),
     "kinematic-law": (
         "docs/separability.md, Supports of size V - 1: the exact finite-m law (our derivation)",
-        r"P(separable at d) = 2 Σ_{k >= 1 odd} P(S = (V - 1) n + k) + (the subspace terms above)."),
+        r"$$P(\text{separable at } d) = 2 \sum_{k \ge 1 \text{ odd}} P(S = (V - 1) n + k) + (\text{the subspace terms "
+        r"above}).$$"),
 }

@@ -47,6 +47,35 @@ CLAIMS = {
         "text after Lemma 4.5 of paper B (Sec. 4)",
         r"We expect this to be the case e.g. for datasets where all the completely positive/negative tokens have the "
         r"same α_s ."),
+    "lemma45-printed": (
+        "Lemma 4.5 of paper B (its gap condition as printed)",
+        r"for any \hat{p}' solving (12) with a different selection, $\|\hat{p}'\|_2 < (1 - \mu) \|\hat{p}\|_2$ for "
+        r"some constant μ that does not depend on d"),
+    "lemma45-heuristic-scores": (
+        "text after Lemma 4.5 of paper B (Sec. 4)",
+        r"the max-margin solution \hat{p} is expected to satisfy $\hat{p}^\top v \approx 0, \hat{p}^\top E_s "
+        r"\approx 1, \hat{p}^\top E_{s'} \approx 0$ for all $s \in \mathcal{S}_X(\hat{p})$ and $s' \in "
+        r"\mathcal{S}_X(\hat{p})$."),
+    "lemma45-heuristic-norm": (
+        "text after Lemma 4.5 of paper B (Sec. 4)",
+        r"Since the token embeddings at initialization are approximately orthogonal to each other, $\hat{p} \approx "
+        r"\sum_{s \in \mathcal{S}_X(\hat{p})} E_s^0$, meaning that $\|\hat{p}\|_2 \approx "
+        r"\sqrt{|\mathcal{S}_X(\hat{p})|}$, which implies that the sufficient condition holds."),
+    "law15": (
+        "Sec. 5 of paper B, eq. (15)",
+        r"$$p(s|y) = \begin{cases} \frac{1-\tilde{\delta}}{|\tilde{\mathcal{S}}|}, & s \in \tilde{\mathcal{S}}, \\ "
+        r"\frac{\tilde{\delta}(1-\delta_k)}{\sum_{k=1}^K |\mathcal{S}_k^y|}, & s \in \mathcal{S}_k^y, \\ "
+        r"\frac{\delta_k}{\sum_{k=1}^K |\mathcal{S}_k^{\neg y}|}, & s \in \mathcal{S}_k^{\neg y}, \end{cases} \quad "
+        r"(15)$$"),
+    "level-sizes": (
+        "Sec. 5 of paper B (Fig. 2's hyper-parameters)",
+        r"For the experiments in Figure 2, we select the following hyper-parameters: $|\mathcal{S}| = 2048$, $K = 8$ "
+        r"and sequence length $T = 256$; $|\mathcal{S}_k^{+1}| = |\mathcal{S}_k^{-1}|$ with $|\mathcal{S}_k^{+1}| = 4 "
+        r"+ 2^{k-1}$, and $|\tilde{\mathcal{S}}| = 964$;"),
+    "same-counts": (
+        "Sec. 5 of paper B (after eq. (18))",
+        r"For synthetic data sampled according to (15), due to the uniform nature of the sampling procedure, all "
+        r"tokens appear the same number of times."),
     "fig2-pattern": (
         "Sec. 5 of paper B (Fig. 2)",
         r"Specifically, the trained embeddings capture the importance of the corresponding tokens: the dot-product "

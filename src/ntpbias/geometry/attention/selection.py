@@ -4,8 +4,9 @@ Token selection S_X(p) (eq. (10)): :func:`token_selection`; the max-margin probl
 tokens tied by equalities, through :class:`~ntpbias.geometry.margins.program.MarginProgram`:
 :func:`max_margin_selection` -> :class:`SelectionSVM`; Lemma 4.5's important-only SVM: :func:`important_svm`; Theorem
 4.3's checks on a trained p: :func:`directional_convergence`, :func:`important_selection`; the Lemma 4.4 corollary (one
-irrelevant token): :func:`one_irrelevant_limit`; Lemma 4.5's gap condition: :func:`lemma45_gap`; the loss floor of a
-selection: :func:`selection_loss_floor`. Tensors as in :mod:`ntpbias.geometry.attention.stage_one`: ``E: (|S|, d)``,
+irrelevant token): :func:`one_irrelevant_limit`, and a selection it leaves open (:func:`partial_tie`); Lemma 4.5's
+gap condition: :func:`lemma45_gap`, and its heuristic (:func:`lemma45_heuristic`); the loss floor of a selection:
+:func:`selection_loss_floor`. Tensors as in :mod:`ntpbias.geometry.attention.stage_one`: ``E: (|S|, d)``,
 ``p: (d,)``.
 """
 
@@ -175,12 +176,15 @@ def important_svm(E: torch.Tensor, ds: TokenSequences, *, relevant: torch.Tensor
 
 def one_irrelevant_limit(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto",
                          tol: float = KKT_TOL) -> SelectionSVM:
-    """The predicted limit direction in the Lemma 4.4 case: exactly one irrelevant token in the vocabulary.
+    """The limit direction the text after Lemma 4.4 predicts when the vocabulary has exactly one irrelevant token:
+    p̂/||p̂|| of :func:`important_svm` (only s*_X selected).
 
     Under Assumption 1 a limit p_∞ selects s*_X in every X (Theorem 4.3) and, by Lemma 4.4, cannot tie it with
-    the irrelevant token in every sequence; with a single irrelevant token the only selection left that (12) can
-    realise is {s*_X}, so p_∞ = p̂/||p̂|| of :func:`important_svm`. DataError when the data do not have
-    exactly one irrelevant token or violate Assumption 1.
+    the irrelevant token in every sequence. That does not leave {s*_X} alone: a selection that ties the irrelevant
+    token with s*_X in only some sequences can be realised by (12) and be its own max-margin direction
+    (:func:`partial_tie`; docs/paper-b-attention.md#errata, erratum B-E9), so the text's conclusion needs Lemma 4.5's
+    gap condition (:func:`lemma45_gap`). DataError when the data do not have exactly one irrelevant token or violate
+    Assumption 1.
     """
     ds = _check(E, ds)
     stats = token_statistics(ds)
@@ -298,6 +302,8 @@ class GapCondition:
     sampled_norms : (S,) ||p̂'|| of random selections that add any set of irrelevant tokens to any sequences.
     n_possible : the number of alternative selections of the lemma (every non-empty choice of irrelevant tokens
         per sequence), as a float (it is astronomically large beyond toy sizes).
+    nearest : the one-token alternative with the smallest ||p̂'|| (the competitor with the largest margin), solved;
+        None when every one-token alternative is infeasible.
     """
 
     norm: float
@@ -305,6 +311,7 @@ class GapCondition:
     alternative_norms: torch.Tensor
     sampled_norms: torch.Tensor
     n_possible: float
+    nearest: SelectionSVM | None = None
 
     @property
     def n_checked(self) -> int:
@@ -344,10 +351,14 @@ def lemma45_gap(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto", to
     key = torch.unique(torch.nonzero(cand)[:, 0] * E.shape[0] + ds.X[cand])
     alts = torch.stack([key // E.shape[0], key % E.shape[0]], 1)
     norms = torch.empty(alts.shape[0], dtype=E.dtype)
+    nearest = None
     for idx, (k, u) in enumerate(alts.tolist()):
         sel = base.clone()
         sel[k] |= ds.X[k] == u
-        norms[idx] = max_margin_selection(E, ds, sel, solver=solver, tol=tol).norm
+        alt = max_margin_selection(E, ds, sel, solver=solver, tol=tol)
+        norms[idx] = alt.norm
+        if alt.feasible and (nearest is None or alt.norm < nearest.norm):
+            nearest = alt
     per_sequence = torch.bincount(alts[:, 0], minlength=ds.n).double()  # distinct irrelevant tokens per sequence
     n_possible = float(torch.exp2(per_sequence).prod()) - 1.0
     gen = torch.Generator().manual_seed(seed)
@@ -361,4 +372,146 @@ def lemma45_gap(E: torch.Tensor, ds: TokenSequences, *, solver: str = "auto", to
         sel = base | (add.gather(1, ds.X.cpu()).to(base.device) & ds.mask)
         sampled[idx] = max_margin_selection(E, ds, sel, solver=solver, tol=tol).norm
     return GapCondition(norm=ref.norm, alternatives=alts, alternative_norms=norms, sampled_norms=sampled,
-                        n_possible=n_possible)
+                        n_possible=n_possible, nearest=nearest)
+
+
+@dataclass(frozen=True, eq=False)
+class PartialTie:
+    """A selection that ties an irrelevant token u with s*_X in some sequences only, solved by (12) and tested for
+    self-consistency (docs/paper-b-attention.md#errata, erratum B-E9).
+
+    Attributes
+    ----------
+    selected : (n, T) the selection: s*_X in every X, plus u in the sequences ``tied``.
+    tied : (n,) bool, the sequences where u is tied with s*_X.
+    svm : (12) for that selection (``svm.p_hat`` is p̂').
+    own : :class:`DirectionalConvergence` of p̂' (its own selection at tolerance ``tol``, and (12) solved for it).
+    important : (12) for the important-only selection (Lemma 4.5's p̂).
+    """
+
+    selected: torch.Tensor
+    tied: torch.Tensor
+    svm: SelectionSVM
+    own: DirectionalConvergence | None
+    important: SelectionSVM
+
+    @property
+    def self_consistent(self) -> bool:
+        """p̂' is feasible, selects exactly this selection and is the max-margin direction of it (Thm 4.3 item 2's
+        fixed point p = p_*(p)), and selects s*_X in every X (item 1)."""
+        return (self.own is not None and bool(torch.equal(self.own.selected, self.selected))
+                and self.own.cosine > 1 - 1e-6)
+
+
+def partial_tie(E: torch.Tensor, ds: TokenSequences, tied: torch.Tensor, *, token: int | None = None,
+                solver: str = "auto", tol: float = 1e-6) -> PartialTie:
+    """Solve (12) for the selection that ties the irrelevant token ``token`` (default: the only irrelevant token)
+    with s*_X in the sequences ``tied`` (n,) bool, and s*_X alone elsewhere; then read p̂'s own selection with the
+    normalized tie tolerance ``tol`` (:func:`token_selection`) and solve (12) for it.
+
+    With one irrelevant token, ``tied`` = "s*_X is token 0" is a counterexample to the text after Lemma 4.4: a
+    feasible selection, neither {s*_X} nor all tokens, whose max-margin direction is its own fixed point
+    (docs/paper-b-attention.md#errata, erratum B-E9). DataError on data violating Assumption 1.
+
+    Examples
+    --------
+    >>> from ntpbias.data.tokens import sample_assumption1, relevant_tokens
+    >>> from ntpbias.geometry.attention.stage_one import stage_one
+    >>> ds = sample_assumption1(n_irr=1, seed=0)
+    >>> st = stage_one(ds, d=2048, eta0=200.0, seed=0)
+    >>> tie = partial_tie(st.E1, ds, relevant_tokens(ds) == 0)
+    >>> tie.svm.status, round(tie.important.norm, 3), round(tie.svm.norm, 3), tie.self_consistent
+    ('optimal', 0.916, 1.185, True)
+    """
+    ds = _check(E, ds)
+    stats = token_statistics(ds)
+    s_star = relevant_tokens(ds, stats)
+    if token is None:
+        irrelevant = torch.nonzero(stats.irrelevant).reshape(-1)
+        if len(irrelevant) != 1:
+            raise DataError(f"partial_tie: name the irrelevant token to tie (token=...); the data have "
+                            f"{len(irrelevant)} irrelevant tokens")
+        token = int(irrelevant[0])
+    tied = tied.to(ds.X.device).bool()
+    base = (ds.X == s_star[:, None]) & ds.mask
+    selected = base | (tied[:, None] & (ds.X == token) & ds.mask)
+    svm = max_margin_selection(E, ds, selected, solver=solver)
+    own = directional_convergence(E, svm.p_hat, ds, tol=tol, solver=solver) if svm.feasible else None
+    return PartialTie(selected=selected, tied=tied, svm=svm, own=own,
+                      important=max_margin_selection(E, ds, base, solver=solver))
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """The heuristic after Lemma 4.5 at Lemma 4.5's p̂, against its printed and its centred predictions
+    (docs/paper-b-attention.md#errata, erratum B-E10).
+
+    The printed heuristic: p̂^T v ≈ 0, p̂^T E_s ≈ 1 on the selected tokens and ≈ 0 on the others, so that
+    ||p̂|| ≈ sqrt(|S_sel|) (S_sel = ∪_X S_X(p̂), the relevant tokens). For orthonormal embeddings (12) only fixes
+    score differences, and the smallest norm centres them: scores a = m/(k + m) on the k selected and a - 1 on the m
+    other present tokens, ||p̂|| = sqrt(k m/(k + m)).
+
+    Attributes
+    ----------
+    p_dot_v : p̂^T v.  selected_scores, other_scores : (k,), (m,) p̂^T E_s on the selected / other present tokens.
+    norm : ||p̂||.  n_selected, n_other : k, m.
+    """
+
+    p_dot_v: float
+    selected_scores: torch.Tensor
+    other_scores: torch.Tensor
+    norm: float
+    n_selected: int
+    n_other: int
+
+    @property
+    def printed_norm(self) -> float:
+        """sqrt(k), the printed heuristic's ||p̂||."""
+        return math.sqrt(self.n_selected)
+
+    @property
+    def centred_score(self) -> float:
+        """m/(k + m), the centred score of a selected token (a - 1 on the others)."""
+        return self.n_other / (self.n_selected + self.n_other)
+
+    @property
+    def centred_norm(self) -> float:
+        """sqrt(k m/(k + m)), the centred prediction of ||p̂||."""
+        return math.sqrt(self.n_selected * self.n_other / (self.n_selected + self.n_other))
+
+    @property
+    def printed_score_error(self) -> float:
+        """max of |p̂^T E_s - 1| over the selected and |p̂^T E_s| over the other tokens (printed: ≈ 0)."""
+        return max(float((self.selected_scores - 1).abs().max()), float(self.other_scores.abs().max()))
+
+    @property
+    def centred_score_error(self) -> float:
+        """The same against the centred scores a and a - 1."""
+        a = self.centred_score
+        return max(float((self.selected_scores - a).abs().max()), float((self.other_scores - a + 1).abs().max()))
+
+
+def lemma45_heuristic(E: torch.Tensor, v: torch.Tensor, p: torch.Tensor, ds: TokenSequences) -> Heuristic:
+    """The quantities of the heuristic after Lemma 4.5 at a direction ``p`` (Lemma 4.5's p̂ from
+    :func:`important_svm`): p^T v, the scores p^T E_s of the selected tokens ∪_X S_X(p) and of the other present
+    tokens, ||p||.
+
+    Examples
+    --------
+    >>> from ntpbias.data.tokens import sample_assumption1
+    >>> from ntpbias.geometry.attention.stage_one import stage_one
+    >>> ds = sample_assumption1(seed=0)
+    >>> st = stage_one(ds, d=1024, eta0=200.0, seed=0)
+    >>> h = lemma45_heuristic(st.E1, st.v, important_svm(st.E1, ds).p_hat, ds)
+    >>> h.n_selected, h.n_other, round(h.norm, 3), round(h.printed_norm, 3), round(h.centred_norm, 3)
+    (8, 11, 2.056, 2.828, 2.152)
+    """
+    ds = _check(E, ds)
+    stats = token_statistics(ds)
+    picked = torch.zeros(E.shape[0], dtype=torch.bool, device=E.device)
+    picked[ds.X[token_selection(E, p, ds)]] = True
+    present = stats.present.to(E.device)
+    scores = E @ p
+    return Heuristic(p_dot_v=float(p @ v), selected_scores=scores[picked & present],
+                     other_scores=scores[~picked & present], norm=float(torch.linalg.vector_norm(p)),
+                     n_selected=int((picked & present).sum()), n_other=int((~picked & present).sum()))

@@ -1,6 +1,0 @@
-// MathJax settings for the $...$ formulas of the docs pages (pymdownx.arithmatex, generic mode)
-window.MathJax = {
-  tex: {inlineMath: [["\\(", "\\)"]], displayMath: [["\\[", "\\]"]], processEscapes: true, processEnvironments: true},
-  options: {ignoreHtmlClass: ".*|", processHtmlClass: "arithmatex"}
-};
-document$.subscribe(() => { MathJax.typesetPromise(); });
