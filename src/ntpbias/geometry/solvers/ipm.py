@@ -142,8 +142,8 @@ def solve_ipm(program, *, tol: float = 1e-6, max_iter: int = IPM_MAX_ITER, warm_
                           "every other token of the context in one row); use solver='workset' or 'clarabel' for "
                           "other max-margin programs")
     V, m = cells.shape
-    check_memory({"Cholesky factors (V x m x m)": nbytes(V, m, m),
-                  "one chunk of inverses": nbytes(min(V, max(1, CHUNK_ENTRIES // (m * m))), m, m),
+    check_memory({"inverse blocks (V x m x m)": nbytes(V, m, m),
+                  "one chunk of blocks": nbytes(min(V, max(1, CHUNK_ENTRIES // (m * m))), m, m),
                   "iterates and residuals (V x m)": nbytes(12, V, m)},
                  f"the interior-point NTP-SVM solve (V = {V:,}, m = {m:,})",
                  hint="use solver='workset' (memory linear in the constraints)", device=work_device)
@@ -157,20 +157,26 @@ def solve_ipm(program, *, tol: float = 1e-6, max_iter: int = IPM_MAX_ITER, warm_
 
 
 class _Blocks:
-    """The per-token blocks M_v = K + diag(D_v) of the Newton systems, factorized (module doc), and their solves; the
-    storage is allocated once per run and refilled by :meth:`factor`."""
+    """The per-token blocks M_v = K + diag(D_v) of the Newton systems, inverted (module doc), and their solves; the
+    storage is allocated once per run and refilled by :meth:`factor`.
+
+    Each block is scaled to unit diagonal, T_v M_v T_v with T_v = diag(K_jj + D_vj)^{-1/2}, factorized by Cholesky and
+    inverted from its factor; the inverses are kept, since the Δc system needs their sum anyway, and a solve is then
+    one batched matrix-vector product (measured 5-10x faster on one CPU thread than triangular solves with the
+    factors, which torch runs block by block)."""
 
     def __init__(self, K: torch.Tensor, V: int):
         m = K.shape[0]
         self.K, self.kdiag = K, torch.diagonal(K)
-        self.factors = torch.empty(V, m, m, dtype=K.dtype, device=K.device)
+        self.inverses = torch.empty(V, m, m, dtype=K.dtype, device=K.device)
         self.step = max(1, min(V, CHUNK_ENTRIES // (m * m)))
         self.work = torch.empty(self.step, m, m, dtype=K.dtype, device=K.device)
         self.eye = torch.eye(m, dtype=K.dtype, device=K.device)
         self.count = 0
 
     def factor(self, D: torch.Tensor) -> _Blocks:
-        """Factorize M_v = K + diag(D_v) for D (V, m) >= 0, and the (m, m) matrix Σ_v M_v^{-1} of the Δc system."""
+        """Invert M_v = K + diag(D_v) for D (V, m) >= 0, and factorize the (m, m) matrix Σ_v M_v^{-1} of the Δc
+        system."""
         V, m = D.shape
         self.t = (self.kdiag[None, :] + D).rsqrt()  # (V, m) Jacobi scaling: unit diagonal
         Sc = torch.zeros(m, m, dtype=D.dtype, device=D.device)
@@ -179,9 +185,8 @@ class _Blocks:
             n = t.shape[0]
             M = torch.mul(self.K[None], t[:, :, None], out=self.work[:n]).mul_(t[:, None, :])
             M.diagonal(dim1=1, dim2=2).fill_(1.0)  # (K_jj + D_j) t_j² = 1 exactly
-            self.factors[s:s + n] = _cholesky(M, self.eye)
-            inv = torch.cholesky_inverse(self.factors[s:s + n], out=self.work[:n])
-            Sc += inv.mul_(t[:, :, None]).mul_(t[:, None, :]).sum(0)
+            inv = torch.cholesky_inverse(_cholesky(M, self.eye), out=self.inverses[s:s + n])
+            Sc += torch.mul(inv, t[:, :, None], out=self.work[:n]).mul_(t[:, None, :]).sum(0)
         self.sc_scale = torch.diagonal(Sc).clamp(min=torch.finfo(D.dtype).tiny).rsqrt()
         self.sc_factor = _cholesky((Sc * self.sc_scale[:, None] * self.sc_scale[None, :])[None], self.eye)[0]
         self.count += 1
@@ -189,8 +194,7 @@ class _Blocks:
 
     def apply_inverse(self, Q: torch.Tensor) -> torch.Tensor:
         """Rows M_v^{-1} q_v for Q (V, m) (or one vector (m,) for every token)."""
-        Q = Q.expand_as(self.t)
-        return self.t * torch.cholesky_solve((self.t * Q)[:, :, None], self.factors)[:, :, 0]
+        return self.t * torch.bmm(self.inverses, (self.t * Q)[:, :, None])[:, :, 0]
 
     def solve(self, Q: torch.Tensor, Rc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(ΔY, Δc) with ΔY_v M_v = Q_v + Δc and Σ_v ΔY_v = -Rc."""
