@@ -168,7 +168,8 @@ class MarginProgram:
                 )
             lam, mu, iters = run.lam, run.mu, run.iterations
             W = self._stack(lam, mu) if run.W is None else run.W  # the workset refinement's A^T y, if it has it
-            status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
+            status = "optimal" if run.converged else run.details.get(
+                "stopped", f"iteration limit ({iters} iterations; raise max_iter)")
             details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
                        "dual_seconds": run.seconds, **run.details}
             if name == "workset":  # it ends with its own active-face refinement; polish only what that missed

@@ -72,8 +72,10 @@ POLISH_TRIES = 3
 #: the features: about 1e-16 times the largest logit over the margin).
 STALL_ITERATIONS = 5
 STALL_BELOW = 1e-4
-#: A converged run whose residual is above this tries a face solve before it returns (once).
+#: A run stops at once when its residual is at most this; above it, a run that reached its tolerance takes up to
+#: EXTRA_ITERATIONS more iterations for a face solve to reach it (their faces are the optimum's more often).
 EXACT = 1e-12
+EXTRA_ITERATIONS = 2
 #: Rounds of refinement of the face solve (each one removes the regularization's error once more).
 POLISH_ROUNDS = 10
 #: Off-face cells get D = this times the mean diagonal entry of K in the face solve (they leave it).
@@ -268,42 +270,48 @@ class _IPM:
     def run(self) -> dict:
         Y, S, c = self.start()
         history, best = [], (math.inf, None)
-        it, converged, diverged, tried, last_face = 0, False, False, None, None
+        it, extra, diverged, tried, last_face = 0, 0, False, None, None
+        stopped = None
         while True:
             worst, W, lam, mu = self.certify(Y)
             history.append((it, worst))
             if worst < best[0]:
                 best = (worst, (W, lam, mu))
+            done = best[0] <= TARGET_FACTOR * self.tol
             face = self.ineq & (Y * self.kscale > S)  # D = S / Y below the scale of K: an active cell
             stable = last_face is not None and torch.equal(face, last_face)
             last_face = face
-            done = best[0] <= TARGET_FACTOR * self.tol
-            if done and (best[0] <= EXACT or self.details["polish"] != "not tried"):
-                converged = True
-                break
-            if (worst <= POLISH_BELOW and (stable or done) and self.details["polish_tries"] < POLISH_TRIES
-                    and (tried is None or not torch.equal(face, tried))):
+            if (best[0] > EXACT and worst <= POLISH_BELOW and (stable or done)
+                    and self.details["polish_tries"] < POLISH_TRIES and (tried is None or not torch.equal(face, tried))):
                 tried = face
                 self.details["polish_tries"] += 1
                 polished = self.polish(Y, c, face)
                 if polished[0] < best[0]:
                     best = (polished[0], polished[1:])
                     self.details["polish"] = f"applied at residual {worst:.1e}"
-                else:
+                elif self.details["polish"] == "not tried":
                     self.details["polish"] = "rejected"
-            if best[0] <= TARGET_FACTOR * self.tol:
-                converged = True
+                done = best[0] <= TARGET_FACTOR * self.tol
+            if best[0] <= EXACT or (done and (extra >= EXTRA_ITERATIONS or self.details["polish_tries"] >= POLISH_TRIES)):
                 break
+            extra += done
             if self.gordan(lam, mu):
                 diverged = True
                 best = (worst, (None, lam, mu))
                 break
-            if it >= self.max_iter or _stalled(history):
-                converged = best[0] <= self.tol  # at the floor of float64 on these features
+            if it >= self.max_iter:
+                stopped = f"iteration limit ({it} iterations; raise max_iter)"
+                break
+            if _stalled(history):
+                stopped = (f"stalled at residual {best[0]:.1e} after {it} iterations (the floor of float64 arithmetic on "
+                           "these features)")
                 break
             Y, S, c = self.step(Y, S, c)
             it += 1
+        converged = not diverged and best[0] <= TARGET_FACTOR * self.tol
         self.details.update(ipm_iterations=it, factorizations=self.blocks.count)
+        if stopped is not None and not converged:
+            self.details["stopped"] = stopped
         W, lam, mu = best[1]
         gordan = self.gordan.ratio(*self.gordan.full(lam, mu))
         if diverged:
