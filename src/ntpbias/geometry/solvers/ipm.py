@@ -267,58 +267,72 @@ class _IPM:
         S = torch.where(ineq, S + 0.5 * ys / max(float(Y[ineq].sum()), 1e-300), 0.0)
         return Y, S, c
 
+    @property
+    def done(self) -> bool:
+        """The best point so far meets the tolerance (with the margin the caller's recomputation needs)."""
+        return self.best[0] <= TARGET_FACTOR * self.tol
+
+    def keep(self, worst: float, point: tuple) -> None:
+        """Keep (worst, (W, λ, μ)) if it is the best so far."""
+        if worst < self.best[0]:
+            self.best = (worst, point)
+
     def run(self) -> dict:
         Y, S, c = self.start()
-        history, best = [], (math.inf, None)
-        it, extra, diverged, tried, last_face = 0, 0, False, None, None
-        stopped = None
+        self.best, self.tried = (math.inf, None), None
+        history, last_face, extra, diverged, stopped = [], None, 0, False, None
+        it = 0
         while True:
             worst, W, lam, mu = self.certify(Y)
             history.append((it, worst))
-            if worst < best[0]:
-                best = (worst, (W, lam, mu))
-            done = best[0] <= TARGET_FACTOR * self.tol
+            self.keep(worst, (W, lam, mu))
             face = self.ineq & (Y * self.kscale > S)  # D = S / Y below the scale of K: an active cell
             stable = last_face is not None and torch.equal(face, last_face)
             last_face = face
-            if (best[0] > EXACT and worst <= POLISH_BELOW and (stable or done)
-                    and self.details["polish_tries"] < POLISH_TRIES and (tried is None or not torch.equal(face, tried))):
-                tried = face
-                self.details["polish_tries"] += 1
-                polished = self.polish(Y, c, face)
-                if polished[0] < best[0]:
-                    best = (polished[0], polished[1:])
-                    self.details["polish"] = f"applied at residual {worst:.1e}"
-                elif self.details["polish"] == "not tried":
-                    self.details["polish"] = "rejected"
-                done = best[0] <= TARGET_FACTOR * self.tol
-            if best[0] <= EXACT or (done and (extra >= EXTRA_ITERATIONS or self.details["polish_tries"] >= POLISH_TRIES)):
+            if worst <= POLISH_BELOW and (stable or self.done):
+                self.try_polish(Y, c, face, worst)
+            if self.best[0] <= EXACT or (self.done and (extra >= EXTRA_ITERATIONS
+                                                        or self.details["polish_tries"] >= POLISH_TRIES)):
                 break
-            extra += done
+            extra += self.done
             if self.gordan(lam, mu):
                 diverged = True
-                best = (worst, (None, lam, mu))
+                self.best = (worst, (None, lam, mu))
                 break
             if it >= self.max_iter:
                 stopped = f"iteration limit ({it} iterations; raise max_iter)"
                 break
             if _stalled(history):
-                stopped = (f"stalled at residual {best[0]:.1e} after {it} iterations (the floor of float64 arithmetic on "
-                           "these features)")
+                stopped = (f"stalled at residual {self.best[0]:.1e} after {it} iterations (the floor of float64 "
+                           "arithmetic on these features)")
                 break
             Y, S, c = self.step(Y, S, c)
             it += 1
-        converged = not diverged and best[0] <= TARGET_FACTOR * self.tol
+        converged = not diverged and self.done
         self.details.update(ipm_iterations=it, factorizations=self.blocks.count)
         if stopped is not None and not converged:
             self.details["stopped"] = stopped
-        W, lam, mu = best[1]
+        W, lam, mu = self.best[1]
         gordan = self.gordan.ratio(*self.gordan.full(lam, mu))
         if diverged:
             total = lam.sum()
             lam, mu = lam / total, mu / total
         return {"lam": lam, "mu": mu, "W": W, "iterations": it, "converged": converged, "diverged": diverged,
                 "gordan": gordan, "history": history, "details": self.details}
+
+    def try_polish(self, Y: torch.Tensor, c: torch.Tensor, face: torch.Tensor, worst: float) -> None:
+        """:meth:`polish` on ``face`` unless the best point is exact, the tries are spent or this face was tried."""
+        if (self.best[0] <= EXACT or self.details["polish_tries"] >= POLISH_TRIES
+                or (self.tried is not None and torch.equal(face, self.tried))):
+            return
+        self.tried = face
+        self.details["polish_tries"] += 1
+        polished = self.polish(Y, c, face)
+        if polished[0] < self.best[0]:
+            self.keep(polished[0], polished[1:])
+            self.details["polish"] = f"applied at residual {worst:.1e}"
+        elif self.details["polish"] == "not tried":
+            self.details["polish"] = "rejected"
 
     def step(self, Y: torch.Tensor, S: torch.Tensor, c: torch.Tensor):
         """One predictor-corrector iteration (module doc)."""
