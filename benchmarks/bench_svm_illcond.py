@@ -3,9 +3,11 @@ the workset method, one CPU thread.
 
 Two families of problems (docs/benchmarks.md#ill-conditioned-features):
 
-1. **Controlled spectrum**: H (m, d) with singular values log-spaced from 1 down to 1/cond (times sqrt(d)), random
-   supports of 1..k tokens, m <= d (so every size is separable); cond = 1e4, 1e5, 1e6 and sizes ``xs`` to ``xl``, from
-   V d = 1,024 to 131,072 variables.
+1. **Controlled spectrum**: H (m, d) with singular values log-spaced from 1 down to 1/cond (times sqrt(d)) and random
+   singular vectors, m <= d (so every size is separable); cond = 1e4, 1e5, 1e6 and sizes ``xs`` to ``xl``, from V d =
+   1,024 to 131,072 variables; supports of 1..k tokens drawn uniformly, k = 3V/4 (``--supports text``: many
+   in-support ties per context, as a text's next tokens; the hard case for the first-order methods) or k = 4
+   (``few``, as paper A's random instances).
 2. **A trained model's features** (``--features FILE.npz``, repeatable): an NTP ``.npz`` with H and P, e.g. the
    ``ntp_data.npz`` that ``ntpbias lm analyze RUN --context-length 1 --max-contexts 64 --out DIR`` writes for the last
    checkpoint of ``RUN`` (docs/benchmarks.md says how the documented files were made).
@@ -18,8 +20,8 @@ A second table runs the nuclear-norm NTP-SVM in logit space (``nuclear_svm``, do
 ``--features`` file, ADMM against Clarabel's SDP: that program depends on the supports alone, not on H. The script
 never fails on time.
 
-Run: python benchmarks/bench_svm_illcond.py [--sizes xs,s,m,l,xl] [--conds 1e4,1e5,1e6] [--features DIR/ntp_data.npz]
-     [--cap 120] [--no-clarabel] [--no-workset] [--json out.json]
+Run: python benchmarks/bench_svm_illcond.py [--sizes xs,s,m,l,xl] [--conds 1e4,1e5,1e6] [--supports text,few]
+     [--features DIR/ntp_data.npz] [--cap 120] [--mem-gb 8] [--no-clarabel] [--no-workset] [--json out.json]
 """
 
 from __future__ import annotations
@@ -42,13 +44,16 @@ from ntpbias.data.ntp import NTPData
 from ntpbias.geometry.margins.program import ntp_svm
 from ntpbias.geometry.ufm.logit_svm import nuclear_svm
 
-SIZES = {  # name: (m, d, V, largest |S_j|)
-    "xs": (16, 32, 32, 4),
-    "s": (32, 64, 64, 4),
-    "m": (64, 128, 128, 4),
-    "l": (128, 128, 512, 8),
-    "xl": (128, 128, 1024, 8),
+SIZES = {  # name: (m, d, V)
+    "xs": (16, 32, 32),
+    "s": (32, 64, 64),
+    "m": (64, 128, 128),
+    "l": (128, 128, 512),
+    "xl": (128, 128, 1024),
 }
+#: the largest support size |S_j| of each support family: "text" (many in-support ties, as the next tokens of a text's
+#: contexts: |S_j| up to 3V/4) and "few" (|S_j| <= 4, as paper A's random instances)
+SUPPORTS = {"text": lambda V: 3 * V // 4, "few": lambda V: 4}
 
 
 def spectrum_ntp(m: int, d: int, V: int, k: int, cond: float, seed: int = 0) -> NTPData:
@@ -67,13 +72,15 @@ def spectrum_ntp(m: int, d: int, V: int, k: int, cond: float, seed: int = 0) -> 
 
 
 def instance(spec: str) -> NTPData:
-    """``size:cond`` (the controlled spectrum) or ``file:PATH`` (an NTP .npz)."""
+    """``size:cond:supports`` (the controlled spectrum) or ``file:PATH`` (an NTP .npz)."""
     kind, _, rest = spec.partition(":")
     if kind == "file":
         z = np.load(rest, allow_pickle=False)
         return NTPData.from_arrays(torch.as_tensor(z["H"]).double(), torch.as_tensor(z["P"]).double(),
                                    torch.as_tensor(z["pi"]).double() if "pi" in z else None)
-    return spectrum_ntp(*SIZES[kind], float(rest))
+    cond, supports = rest.split(":")
+    m, d, V = SIZES[kind]
+    return spectrum_ntp(m, d, V, SUPPORTS[supports](V), float(cond))
 
 
 def solve(data: NTPData, solver: str, **options) -> dict:
@@ -136,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="xs,s,m,l,xl", help=f"comma-separated subset of {','.join(SIZES)}")
     parser.add_argument("--conds", default="1e4,1e5,1e6", help="condition numbers of H")
+    parser.add_argument("--supports", default="text", help=f"support families, of {','.join(SUPPORTS)}")
     parser.add_argument("--features", action="append", default=[], help="an NTP .npz of a model's features")
     parser.add_argument("--cap", type=float, default=120.0, help="seconds before a peer's subprocess is killed")
     parser.add_argument("--mem-gb", type=float, default=8.0, help="address-space limit of a peer's subprocess")
@@ -148,12 +156,15 @@ def main() -> None:
         solver, spec = args.child.split("|", 1)
         child(spec, solver)
         return
-    specs = [f"{s}:{c}" for s in args.sizes.split(",") if s for c in args.conds.split(",") if c]
-    specs += [f"file:{p}" for p in args.features]
-    unknown = [s for s in specs if s.split(":")[0] not in (*SIZES, "file")]
+    sizes, families = [s for s in args.sizes.split(",") if s], [f for f in args.supports.split(",") if f]
+    unknown = [s for s in sizes if s not in SIZES] + [f for f in families if f not in SUPPORTS]
     if unknown:
-        parser.error(f"unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}")
+        parser.error(f"unknown size(s) or support families {', '.join(unknown)}; choose from {', '.join(SIZES)} and "
+                     f"{', '.join(SUPPORTS)}")
+    specs = [f"{s}:{c}:{f}" for f in families for s in sizes for c in args.conds.split(",") if c]
+    specs += [f"file:{p}" for p in args.features]
     ntp_svm(spectrum_ntp(4, 6, 4, 2, 10.0), "ipm")  # warm up torch's kernels
+    print(f"{len(specs)} problems: {', '.join(specs)}", flush=True)
     load0 = os.getloadavg()[0]
     rows, records = [], []
     for spec in specs:
@@ -169,6 +180,7 @@ def main() -> None:
         rows.append([name, f"{data.m}, {data.d}, {data.V}", f"{data.V * data.d:,}", f"{kappa:.1e}",
                      f"{ipm['wall']:.3g} ({ipm['cpu']:.3g})", ipm["iterations"], f"{ipm['kkt']:.1e}",
                      *peer_columns(workset, ipm), *peer_columns(clarabel, ipm)])
+        print(f"{name}: " + " | ".join(str(c) for c in rows[-1][4:]), flush=True)
     nuclear_rows = []
     for spec in (s for s in specs if s.startswith("file:")):
         data = instance(spec)
@@ -180,7 +192,7 @@ def main() -> None:
                              f"{admm['wall']:.3g} ({admm['cpu']:.3g})", admm["iterations"], f"{admm['kkt']:.1e}",
                              admm["rank"], *peer_columns(clarabel, admm)])
     load = f"load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
-    header = ["problem (size:cond)", "m, d, V", "variables V d", "cond(H)", "ipm wall (CPU) s", "ipm iterations",
+    header = ["problem (size:cond:supports)", "m, d, V", "variables V d", "cond(H)", "ipm wall (CPU) s", "ipm iterations",
               "ipm KKT worst", "workset wall (CPU) s", "workset KKT worst", "objective rel. diff (workset)",
               "Clarabel wall (CPU) s", "Clarabel KKT worst", "objective rel. diff (Clarabel)"]
     print_table(f"NTP-SVM on ill-conditioned features: interior-point method vs workset vs cvxpy + Clarabel "
