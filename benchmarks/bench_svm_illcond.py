@@ -193,8 +193,9 @@ def main() -> None:
                              admm["rank"], *peer_columns(clarabel, admm)])
     load = f"load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
     header = ["problem (size:cond:supports)", "m, d, V", "variables V d", "cond(H)", "ipm wall (CPU) s",
-              "ipm iterations", "ipm KKT worst", "workset wall (CPU) s", "workset KKT worst", "objective rel. diff (workset)",
-              "Clarabel wall (CPU) s", "Clarabel KKT worst", "objective rel. diff (Clarabel)"]
+              "ipm iterations", "ipm KKT worst", "workset wall (CPU) s", "workset KKT worst",
+              "objective rel. diff (workset)", "Clarabel wall (CPU) s", "Clarabel KKT worst",
+              "objective rel. diff (Clarabel)"]
     print_table(f"NTP-SVM on ill-conditioned features: interior-point method vs workset vs cvxpy + Clarabel "
                 f"({torch.get_num_threads()} CPU thread(s), {load}, peers capped at {args.cap:g} s)", header, rows)
     if nuclear_rows:
