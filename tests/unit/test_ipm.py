@@ -71,6 +71,7 @@ CASES = [  # (m, d, V, max |S_j|, cond, seed, one-hot planted)
     (16, 16, 10, 4, 1e4, 1, False),
     (20, 24, 9, 3, 1e6, 2, False),
     (30, 12, 6, 1, 1e5, 3, True),  # m > d: H has rank d < m
+    (16, 24, 16, 12, 1e5, 4, False),  # many in-support ties, as a text's (where the workset method does not certify)
 ]
 
 
