@@ -118,6 +118,7 @@ def run_config(cfg, ctx: RunContext, *, command: str = "") -> RunResult:
     check_outputs(ctx.out)
     with claim_run_dir(ctx.out, overwrite=ctx.overwrite, resume=ctx.resume):
         result = get_experiment(cfg.experiment).train(cfg, ctx)
+        _grade_at(result, ctx.scale)
         save_run(ctx.out, result, command=command)
     return result
 
@@ -392,7 +393,7 @@ def train(config: str | Path | Any | None = None, *, out: str | Path, preset: st
     else:
         cfg = config
     cfg = apply_overrides(cfg, [f"{k}={v}" for k, v in (set or {}).items()])
-    ctx = RunContext(out=out, progress=progress, resume=resume, overwrite=overwrite, device=cfg.device)
+    ctx = RunContext(out=out, scale=scale, progress=progress, resume=resume, overwrite=overwrite, device=cfg.device)
     run_config(cfg, ctx, command=PYTHON_COMMAND)
     return load_run(out)
 

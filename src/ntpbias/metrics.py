@@ -28,7 +28,8 @@ DEFINITIONS: dict[str, str] = {
     "perp_norm": "||P_⊥(W_k)|| (-> ∞)",
     "margin_perp": "γ(P_⊥ W_k) ||W^mm|| / ||P_⊥ W_k||: normalized NTP margin of the F^⊥ part relative to the "
                    "maximum 1/||W^mm|| (-> 1)",
-    "key_lemma": "1 if CE(P_F W_k + (1+α)||P_⊥ W_k|| W^mm/||W^mm||) <= CE(W_k) (eq. (14) of paper A, α = 0.5), else 0",
+    "key_lemma": "CE(W_k) / CE(P_F W_k + (1+α)||P_⊥ W_k|| W^mm/||W^mm||) (eq. (14) of paper A, α = 0.5): at least 1 "
+                 "where the inequality holds",
     # paper B (attention with trained embeddings)
     "p_norm": "||p||: norm of the <cls> embedding (paper B; -> ∞ in stage 2, Lemma C.1)",
     "class_accuracy": "fraction of training sequences classified correctly, sign f(X) = y (paper B)",
@@ -136,9 +137,19 @@ def linear_ntp_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: to
         out["cos_mm"] = cosine(W, W_mm[None])
         out["cos_mm_corrected"] = cosine(W - F.W_star, W_mm[None])
         out["margin_perp"] = ntp_margin(W_perp, data) * mm_norm / perp_norm
-        genie = W_F + ((1 + alpha) * perp_norm / mm_norm)[:, None, None] * W_mm
-        out["key_lemma"] = (cross_entropy(genie, data) <= loss).to(W.dtype)
+        out["key_lemma"] = key_lemma_ratio(W_F, perp_norm, loss, data, W_mm / mm_norm, alpha)
     return out
+
+
+def key_lemma_ratio(W_F: torch.Tensor, perp_norm: torch.Tensor, loss: torch.Tensor, data: NTPData,
+                    direction: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+    """CE(W_k) / CE(P_F W_k + (1 + α) ||P_⊥ W_k|| direction) per run: the two sides of eq. (14) of paper A (Lemma 5),
+    at least 1 where the inequality holds; ``direction`` is the unit W̄^mm (V, d) (a perturbed one for a control).
+
+    ``W_F``: (B, V, d) the iterates' F parts; ``perp_norm``: (B,) the norms of their F^⊥ parts; ``loss``: (B,) CE(W_k).
+    """
+    genie = W_F + ((1 + alpha) * perp_norm)[:, None, None] * direction
+    return loss / cross_entropy(genie, data)
 
 
 def norm_margin_metrics(W: torch.Tensor, data: NTPData, F: DataSubspace, W_mm: dict[str, torch.Tensor],

@@ -90,6 +90,12 @@ def test_train_preset(tmp_path, cli, report_matches_summary):
     final = summary["final"]
     assert len(final["dist_opt"]) == 2 and max(final["dist_opt"]) < 0.5
     assert summary["sections"][0]["facts"]["optimum at λ: certified"] is True
+    # the level was calibrated for 20,000 steps at λ = 1e-3: not graded here, the settings that differ named; its
+    # negative control (the distance to the certified optimum at λ/10) is computed all the same
+    (check,) = [c for c in summary["checks"] if c["name"] == "train: reaches the optimum"]
+    assert check["verdict"] == "not graded" and check["kind"] == "calibrated"
+    assert "model.lam" in check["ungraded_reason"] and "train.steps" in check["ungraded_reason"]
+    assert "λ = 0.001" in check["control"] and check["control_measured"] > check["measured"]
     rows = read_metrics_csv(out / "metrics.csv")
     assert rows[-1]["step"] == 200 and {"F_error_rel", "cos_perp_mm", "mode_0", "sub_collapse_ratio"} <= set(rows[0])
     with np.load(out / "ufm.npz", allow_pickle=False) as f:

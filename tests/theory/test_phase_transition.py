@@ -156,3 +156,42 @@ def test_cover_threshold_check_accepts_either_median_of_an_even_m():
         return {c.name.split(": ", 1)[1]: c for c in sep.config_checks("x", rows)}["Cover threshold"]
     assert check([50] * 600 + [60] * 400).passed and check([51] * 600 + [40] * 400).passed
     assert not check([53] * 600 + [60] * 400).passed
+
+
+def test_a_rank_test_that_always_says_compatible_fails_both_bound_checks(monkeypatch):
+    """The mutation of issue 37: with the rank test of eq. (4) broken to call every d compatible, the counting-bound and
+    support-count-bound checks fail (the search alone starts at the bound, so d*_comp >= bound would still hold); with
+    the real rank test both pass, and both record that their control (that broken test) fails them."""
+    from ntpbias.experiments.separability import runs
+
+    cfg = sep.SeparabilityConfig(V=5, support_size=3, m=16, trials=5, scan=2, seed=3)
+
+    def bound_checks(results):
+        return {c.name.split(": ")[1]: c for c in sep.config_checks("c", results)
+                if c.name.endswith(("counting bound", "support-count bound"))}
+
+    good = bound_checks(sep.run_trials(cfg))
+    assert set(good) == {"counting bound", "support-count bound"}
+    for c in good.values():
+        assert c.verdict == "pass" and c.kind == "theorem" and c.control_passed is False
+    monkeypatch.setattr(runs, "dim_F", lambda data: int(data.support.sum()) - data.m)  # "compatible" at every d
+    broken = sep.run_trials(cfg)
+    assert all(r.d_comp == r.d_comp_bound for r in broken)  # the search alone cannot tell
+    for c in bound_checks(broken).values():
+        assert c.verdict == "fail", c.name
+
+
+def test_every_graded_check_of_a_configuration_fails_on_its_control():
+    """Cover's law, Cover's threshold and the exact finite-m law fail when every d* moves by one standard deviation of
+    the law (the control each records), and pass on the trials themselves; the consistency scan is a sanity check."""
+    from ntpbias.results import GRADED_KINDS
+
+    for V, k, m, trials in ((2, 1, 30, 120), (3, 2, 20, 60)):
+        cfg = sep.SeparabilityConfig(V=V, support_size=k, m=m, trials=trials, scan=2, seed=7)
+        checks = sep.config_checks("c", sep.run_trials(cfg))
+        graded = [c for c in checks if c.kind in GRADED_KINDS]
+        assert graded and all(c.control and c.control_passed is False for c in graded), [c.name for c in graded]
+        assert all(c.verdict == "pass" for c in graded), [(c.name, c.measured) for c in graded]
+        assert next(c for c in checks if "monotone verdicts" in c.name).kind == "sanity"
+    shifted = [c for c in checks if "law" in c.name]
+    assert shifted and all(c.control_measured > float(c.threshold.split()[-1]) for c in shifted)

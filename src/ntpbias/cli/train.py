@@ -48,8 +48,8 @@ def train(config, preset, scale, overrides, out, resume, overwrite, as_json, qui
     from ..experiments import RunContext
 
     console = _console(quiet)
-    ctx = RunContext(out=Path(out), progress=not quiet, resume=resume, overwrite=overwrite, device=cfg.device,
-                     say=lambda msg: console.log(msg))
+    ctx = RunContext(out=Path(out), scale=scale, progress=not quiet, resume=resume, overwrite=overwrite,
+                     device=cfg.device, say=lambda msg: console.log(msg))
     result = run_config(cfg, ctx, command=command_line())
     summary_path = Path(out) / "summary.json"
     if as_json:

@@ -6,6 +6,13 @@ CLAIMS = {
         "docs/paper-a-linear-ntp.md, theory check A-C8 (our derivation: the margin of W^mm is exactly 1)",
         r"Prop. 1's rate: $\log(\mathrm{CE}(W^\star + \gamma W^{mm}) - \mathcal H)$ is linear in $\gamma$ with slope "
         r"within 0.02 of $-1$ on $\gamma \in [5, 20]$"),
+    "ce-flat": (
+        "docs/paper-a-linear-ntp.md, erratum A-E11 (the corrected statement; our derivation)",
+        r"CE is strictly convex along every direction outside its flat space "
+        r"$\{\mathbf 1 u^\top + N : N\bar H = 0\}$"),
+    "ar-contexts-grow": (
+        "docs/paper-a-linear-ntp.md, erratum A-E12 (the corrected statement; our derivation)",
+        r"for sequences of equal length, $m_t \le m_{t+1}$"),
     "nsd": (
         "docs/optimizers.md (the known results, one-hot data: Gunasekar et al. 2018; Fan, Schmidt & Thrampoulidis "
         "2025)",

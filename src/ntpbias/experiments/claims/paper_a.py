@@ -43,8 +43,11 @@ CLAIMS = {
         r"$\widehat{\mathbf{W}}_B$  is the regularized solution (6),"),
     "fig2-mm": (
         "Fig. 2 caption of paper A",
+        r"Thus,  $w_1 = w_5$  in the Middle plot."),
+    "fig2-supports": (
+        "Fig. 2 caption of paper A (erratum A-E13: with Fig. 1's caption, no support pattern fits)",
         r"As seen from visualization of  $P$ , the words 1 and 5 have the same support pattern (i.e., both follow the "
-        r"same contexts A and B). Thus,  $w_1 = w_5$  in the Middle plot."),
+        r"same contexts A and B)."),
     "fig2-star": (
         "Fig. 2 caption of paper A",
         r"However, on the subspace  $\mathcal{F}$  corresponding to the Right plot,  $w_1 \neq w_5$ , which allows "
@@ -77,4 +80,35 @@ CLAIMS = {
     "fig5": (
         "Fig. 5 caption of paper A",
         r"Both exhibit the same implicit bias, but converge faster than GD, with Adam being slightly faster than NGD."),
+    # the errata of paper A that a measurement can decide (docs/paper-a-linear-ntp.md#errata)
+    "cef-definition": (
+        "eq. (12) of paper A [short: (7)] (erratum A-E1: the inner sum must run over z' in S_j)",
+        r"$$\text{CE}_{\mathcal{F}}(\mathbf{W}) = \sum_{j \in [m]} \hat{\pi}_j \sum_{z \in \mathcal{S}_j} "
+        r"\hat{p}_{j,z} \log \left( 1 + \sum_{z \neq z'} e^{-(\mathbf{e}_z - \mathbf{e}_{z'})^\top \mathbf{W} "
+        r"\bar{\mathbf{h}}_j} \right). \quad (7)$$"),
+    "lemma4-cef": (
+        "Lemma 4 of paper A, claim 1 (App. E; Lemma F.2 of the workshop version)",
+        r"$\text{CE}_{\mathcal{F}}(\mathbf{W}^*) = \inf_{\mathbf{W} \in \mathcal{F}} "
+        r"\text{CE}_{\mathcal{F}}(\mathbf{W}) = \mathcal{H}$"),
+    "cef-limit": (
+        "App. E of paper A, after eq. (12) [short: after (7)] (erratum A-E2: W^d must satisfy (6b) too)",
+        r"Note also that for all  $\mathbf{W} \in \mathcal{F}$  and for all  $\mathbf{W}^d \in \mathcal{F}^\perp$  "
+        r"that satisfy Eq. (4a), it holds  $\text{CE}_{\mathcal{F}}(\mathbf{W}) = \lim_{R \rightarrow \infty} "
+        r"\text{CE}(\mathbf{W} + R\mathbf{W}^d)$ ."),
+    "lemma4-norms": (
+        "proof of Lemma 4, claim 4, of paper A (erratum A-E3: the squares add)",
+        r"Thus, the desired follows by applying the fact that  $\|\mathbf{W}_k\| = \|\mathcal{P}_{\mathcal{F}}"
+        r"(\mathbf{W}_k)\| + \|\mathcal{P}_{\perp}(\mathbf{W}_k)\|$ ."),
+    "strictly-convex": (
+        "Sec. 4 of paper A, after eq. (8) [short: App. A.2] (erratum A-E11: CE has flat directions)",
+        r"This involves minimizing a strictly convex function in a bounded domain; thus,  $\widehat{\mathbf{W}}_B$  is "
+        r"unique."),
+    "ar-contexts": (
+        "App. C of paper A [short: App. D] (erratum A-E12: for sequences of equal length m_t grows with t)",
+        r"Note that  $m_1 \geq m_2 \geq \dots \geq m_{T-1}$ ."),
+    "ar-shannon": (
+        "Remark 2 of paper A, App. C [short: Remark D.1] (A-E12: guaranteed for stationary sources only)",
+        r"This dynamic is captured by Shannon’s inequality, $$\mathcal{H}_t \geq \mathcal{H}_{t+1}, \text{ where } "
+        r"\mathcal{H}_t = - \sum_{j \in [m_t]} \sum_{z \in \mathcal{S}_{t,j}^\ell} \pi_{t,j} \hat{p}_{t,j,z} "
+        r"\log(\hat{p}_{t,j,z}),$$"),
 }

@@ -11,6 +11,9 @@ What each kind proves here:
 * ``calibrated``: levels reached by the jointly trained model (Adam on every parameter, where no theorem applies) on
   the planted chain, set on chains ``CALIBRATION_SEEDS`` by ``calibration/lm.py`` (``calibration/lm.json``) and graded
   on chain 0, which the calibration never saw.
+
+Every graded check carries its negative control: the same model at its first checkpoint, the frozen-feature run
+stopped 100 times earlier (a level the model already meets there shows nothing about training).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...data.ntp import NTPData
-from ...results import Check, check_at_least, check_at_most
+from ...results import Check, check_at_least, check_at_most, with_control
+from ..linear.checks import early_step
 
 #: planted chains (data.seed = seed) of the calibration, and the worst values measured there (calibration/lm.json)
 CALIBRATION_SEEDS = range(1, 5)
@@ -31,7 +35,7 @@ CALIBRATION_WORST: dict[str, float] = {
 ERRORS = ("loss_gap", "finite_rel_error", "sub_collapse_ratio", "frozen_loss_gap", "frozen_F_error_rel")
 
 
-def level(key: str) -> float:
+def level_of(key: str) -> float:
     """The graded level of ``key`` (decision LM-D7): twice the worst calibration value for an error, the worst value's
     distance to 1 doubled for a cosine or a fraction."""
     worst = CALIBRATION_WORST[key]
@@ -63,25 +67,31 @@ CLAIMS = {
 
 def model_checks(rows: list[dict], data_seed: int) -> list[Check]:
     """Calibrated levels of the jointly trained model at its last checkpoint, and the growth of the two alignments
-    from the first checkpoint to the last (held on every calibration chain)."""
+    from the first checkpoint to the last (held on every calibration chain); control: the model at its first
+    checkpoint."""
     last, first = rows[-1], rows[0]
     src = "docs/lm.md (paper A's Thm 2 and the log-bilinear model of docs/ufm.md, read on the model's features)"
+    control = f"the model at its first checkpoint (step {first.get('step', 0)})"
     out = []
     for key, claim in CLAIMS.items():
-        value = last.get(key)
-        if value is None:
-            out.append(Check(f"planted: {key}", claim, "undefined", "defined", False, src, **calibrated(key,
-                                                                                                         data_seed)))
-            continue
-        check = check_at_most if key in ERRORS else check_at_least
-        out.append(check(f"planted: {key}", claim, value, level(key), src, **calibrated(key, data_seed)))
+        def level(row: dict, key: str = key, claim: str = claim) -> Check:
+            value = row.get(key)
+            if value is None:
+                return Check(f"planted: {key}", claim, "undefined", "defined", False, src,
+                             **calibrated(key, data_seed))
+            check = check_at_most if key in ERRORS else check_at_least
+            return check(f"planted: {key}", claim, value, level_of(key), src, **calibrated(key, data_seed))
+
+        out.append(with_control(level(last), control, level(first)))
     for key in ("cos_perp_mm", "logit_cos_perp_mm"):
-        a, b = first.get(key), last.get(key)
-        grew = a is not None and b is not None and b > a
-        out.append(Check(f"planted: {key} grows", f"{CLAIMS[key]} increases from the first checkpoint to the last",
-                         f"{a if a is None else round(a, 4)} -> {b if b is None else round(b, 4)}", "increases", grew,
-                         src, kind="calibrated", threshold_source="a trend that held on every calibration chain "
-                         "(calibration/lm.json)"))
+        def grows(a, b, key: str = key) -> Check:
+            return Check(f"planted: {key} grows", f"{CLAIMS[key]} increases from the first checkpoint to the last",
+                         f"{a if a is None else round(a, 4)} -> {b if b is None else round(b, 4)}", "increases",
+                         a is not None and b is not None and b > a, src, kind="calibrated",
+                         threshold_source="a trend that held on every calibration chain (calibration/lm.json)")
+
+        out.append(with_control(grows(first.get(key), last.get(key)), f"{control}: no training after it",
+                                grows(first.get(key), first.get(key))))
     return out
 
 
@@ -97,20 +107,25 @@ def support_check(data: NTPData, chain: NTPData) -> Check:
 
 
 def frozen_checks(history, data_seed: int) -> list[Check]:
-    """Calibrated levels of the frozen-feature run (GD on W alone over the model's final features)."""
-    last = history.at()
+    """Calibrated levels of the frozen-feature run (GD on W alone over the model's final features); control: the same
+    run stopped 100 times earlier."""
+    last, k_early = history.at(), early_step(history)
+    early = history.at(k_early)
     src = "Thm 2 of paper A (GD on fixed features)"
     fields = {"premise": "the model's final features, NTP_H-compatible and NTP-separable; full-batch GD, "
                          "η = 1/(2L), from W = 0"}
-    return [
-        check_at_most("frozen: loss gap", "CE(W_k) - H at the last step", max(last["loss_gap"]),
-                      level("frozen_loss_gap"), src, **fields, **calibrated("frozen_loss_gap", data_seed)),
-        check_at_most("frozen: F-part", "||P_F(W_k) - W*|| / ||W*|| at the last step", max(last["F_error_rel"]),
-                      level("frozen_F_error_rel"), src, **fields, **calibrated("frozen_F_error_rel", data_seed)),
-        check_at_least("frozen: alignment (corrected)", "cos(W_k - W*, W^mm) at the last step",
-                       min(last["cos_mm_corrected"]), level("frozen_cos_mm_corrected"), src, **fields,
-                       **calibrated("frozen_cos_mm_corrected", data_seed)),
-    ]
+    control = f"the same run stopped at k = {k_early} (100 times earlier)"
+
+    def level(name, claim, column, key, upper, at):
+        check, worst = (check_at_most, max) if upper else (check_at_least, min)
+        return check(name, claim, worst(at[column]), level_of(key), src, **fields, **calibrated(key, data_seed))
+
+    specs = (("frozen: loss gap", "CE(W_k) - H at the last step", "loss_gap", "frozen_loss_gap", True),
+             ("frozen: F-part", "||P_F(W_k) - W*|| / ||W*|| at the last step", "F_error_rel", "frozen_F_error_rel",
+              True),
+             ("frozen: alignment (corrected)", "cos(W_k - W*, W^mm) at the last step", "cos_mm_corrected",
+              "frozen_cos_mm_corrected", False))
+    return [with_control(level(*spec, at=last), control, level(*spec, at=early)) for spec in specs]
 
 
 def calibration_values(rows: list[dict], frozen_last: dict) -> dict[str, float]:

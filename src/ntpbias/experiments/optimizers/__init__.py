@@ -18,7 +18,8 @@ from ..._lazy import lazy_exports
 #: public name -> the module that defines it (imported on first use: importing the package or its config imports
 #: no torch)
 _EXPORTS = {
-    **dict.fromkeys(("f_part_check", "findings", "onehot_checks", "sanity_checks"), ".checks"),
+    **dict.fromkeys(("approach", "approach_table", "f_bound_check", "findings", "mismatches", "onehot_checks",
+                      "sanity_checks"), ".checks"),
     **dict.fromkeys(("DATASETS", "MEMBERS", "NormsConfig", "ROSTER", "optimizer_for", "run_config"), ".config"),
     **dict.fromkeys(("FIGURES", "run_group"), ".group"),
     **dict.fromkeys(("NormsProblem", "NormsReference", "norm_references", "train_norms", "train_run"), ".runs"),

@@ -3,7 +3,8 @@
 ``trials.csv`` has one row per dataset: ``V, k, m, trial, d_sep, d_comp`` (critical dimensions), ``d_comp_bound``
 (the support-count bound on d_comp), ``solves`` (separability verdicts taken), ``certified`` (those certified),
 ``lp_runs`` (solver runs behind them: HiGHS runs, or interior-point verdicts), compatibility residuals,
-``scanned``, ``consistent``, ``seconds``.
+``scanned``, ``consistent``, ``seconds``, and the rank verdicts just below the two lower bounds on d_comp
+(``compatible_below_bound``, ``compatible_below_counting``: both must be False).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .config import SeparabilityConfig
 #: verdicts within this many dimensions of d* are recomputed on the scanned trials
 SCAN_WIDTH = 3
 INT_COLUMNS = ("V", "k", "m", "trial", "d_sep", "d_comp", "d_comp_bound", "solves", "certified", "lp_runs")
-BOOL_COLUMNS = ("scanned", "consistent")
+BOOL_COLUMNS = ("scanned", "consistent", "compatible_below_bound", "compatible_below_counting")
 
 
 # ------------------------------------------------------------------------------------------------ one trial
@@ -68,6 +69,9 @@ class TrialResult:
     seconds : CPU seconds of the trial (process time: the report's "CPU seconds in the trials" adds them up)
     lp_runs : solver runs behind the separability verdicts (the nested LP's HiGHS runs, the interior-point search's
         verdicts, one per single verdict)
+    compatible_below_bound, compatible_below_counting : the rank verdict of eq. (4) at d = d_comp_bound - 1 and at
+        :func:`below_counting_bound` (False where that d would be 0, and for one-hot supports): the two bounds say
+        both are False, and the checks grade that the rank test says so
     """
 
     V: int
@@ -85,6 +89,18 @@ class TrialResult:
     consistent: bool
     seconds: float
     lp_runs: int = 0
+    compatible_below_bound: bool = False
+    compatible_below_counting: bool = False
+
+
+def below_counting_bound(V: int, k: int, m: int) -> int:
+    """The largest d with (V - 1) d < m (k - 1): there dim F <= (V - 1) d falls short of the m (k - 1) independent
+    equations compatibility needs, whatever the embeddings (0 for one-hot supports).
+
+    >>> below_counting_bound(10, 6, 40), below_counting_bound(5, 3, 40)  # 9 * 22 = 198 < 200; 4 * 19 = 76 < 80
+    (22, 19)
+    """
+    return max(0, (m * (k - 1) - 1) // (V - 1)) if k > 1 else 0
 
 
 def trial_seed(seed: int, V: int, k: int, m: int, trial: int) -> int:
@@ -116,10 +132,12 @@ def critical_dimensions(task: Trial) -> TrialResult:
     matrix). Its search starts at the support-count bound
     (:func:`~ntpbias.geometry.linear.subspace.support_count_bound`, a necessary condition for embeddings in general
     position, which Gaussian ones are almost surely) and walks up from it (:func:`compatible_from`): one rank verdict
-    when d*_comp attains the bound, as it does on nearly every dataset. Below the bound no verdict is taken, so
-    d*_comp >= bound holds by construction except on the scanned trials, whose scan takes the verdicts below it too.
-    On scanned trials the residual test of :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too
-    and must agree with it (its residuals are the ``residual_*`` columns).
+    when d*_comp attains the bound, as it does on nearly every dataset. The search never looks below the bound, so
+    d*_comp >= bound holds by construction; what tests the bound is the rank verdict just below it, at
+    d_comp_bound - 1, and just below the counting bound (:func:`below_counting_bound`), taken on every trial and
+    saved (``compatible_below_*``). On scanned trials the residual test of
+    :func:`~ntpbias.geometry.linear.subspace.subspace` is computed too and must agree with it (its residuals are the
+    ``residual_*`` columns).
     """
     t0 = time.process_time()
     full = trial_dataset(task)
@@ -168,7 +186,11 @@ def critical_dimensions(task: Trial) -> TrialResult:
         counts["lp_runs"] += found.solves
     else:
         d_sep = search(separable, task.guess_sep)
-    d_comp = 0 if task.k == 1 else compatible_from(compatible, support_count_bound(full.support), task.m)
+    bound = support_count_bound(full.support)
+    d_comp = 0 if task.k == 1 else compatible_from(compatible, bound, task.m)
+    below_bound = task.k > 1 and bound >= 2 and compatible(bound - 1)
+    d_count = below_counting_bound(task.V, task.k, task.m)
+    below_counting = d_count >= 1 and compatible(d_count)
     consistent = True
     if task.scan:
         for pred, d_star in ((separable, d_sep), (compatible, d_comp)):
@@ -178,10 +200,11 @@ def critical_dimensions(task: Trial) -> TrialResult:
         if task.k > 1:
             for d in sorted({max(1, d_comp - 1), d_comp, task.m}):
                 consistent &= residual_agrees(d)
-    return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, support_count_bound(full.support),
+    return TrialResult(task.V, task.k, task.m, task.trial, d_sep, d_comp, bound,
                        counts["solves"], counts["certified"],
                        max(residuals[True], default=math.nan), min(residuals[False], default=math.nan),
-                       task.scan, bool(consistent), time.process_time() - t0, counts["lp_runs"])
+                       task.scan, bool(consistent), time.process_time() - t0, counts["lp_runs"], bool(below_bound),
+                       bool(below_counting))
 
 
 def compatible_from(pred, bound: int, m: int) -> int:

@@ -9,13 +9,23 @@ import numpy as np
 import torch
 
 from ..._tensor import to_numpy
+from ...geometry.ufm.logit_svm import svm_vs_centred_support
 from ...geometry.ufm.logits import finite_logits
 from ...io import ensure_dir, write_npz
 from ...results import Check, FigureSpec, RunResult, Section, Table
 from ..base import RunContext, raise_if_failed
 from ..catalog import GROUPS
-from ..claims import cite
-from .checks import ZHAO, geometry_checks, neural_collapse_check, order_checks, path_checks, training_checks
+from .checks import (
+    WRONG_LAMBDA,
+    ZHAO,
+    calibration_differs,
+    geometry_checks,
+    limit_is_svm,
+    neural_collapse_check,
+    order_checks,
+    path_checks,
+    training_checks,
+)
 from .config import OVERLAP, PLANTED_ADAM, PLANTED_GD, PLANTED_NGD, SHAKESPEARE, UFMConfig, scaled
 from .runs import (
     PathRun,
@@ -52,13 +62,18 @@ def run_group(ctx: RunContext) -> RunResult:
     paths: dict[str, PathRun] = {}
 
     planted_figs = ("ufm-path", "ufm-training", "ufm-modes", "ufm-geometry", "ufm-support")
+    overlap_cfg = prepare(scaled(OVERLAP, ctx.scale), ctx)
+    overlap_data = data_for(overlap_cfg)
+    ctx.say("overlapping supports: nuclear-norm SVM")
+    overlap_ref, _ = reference(overlap_data, overlap_cfg)  # also the negative control of "L^mm = S̃"
     if any(ctx.wants(f) for f in planted_figs):
         base = prepare(scaled(PLANTED_GD, ctx.scale), ctx)
         data = data_for(base)
         ctx.say("planted supports: nuclear-norm SVM (Clarabel and ADMM)")
         ref, facts = reference(data, base)
         section.facts.update({f"planted: {k}": v for k, v in facts.items()})
-        section.checks.extend(_geometry(data, ref, "planted", section))
+        section.checks.extend(_geometry(data, ref, "planted", section,
+                                        control=("overlap", svm_vs_centred_support(overlap_ref.svm, overlap_data))))
         data.save(out / "data" / "planted.npz")
         support_rows.append(_support_row("planted", data, ref))
         arrays = {"L_mm": ref.svm.L, "S_tilde": ref.support.S_tilde, "L_star": finite_logits(data),
@@ -69,7 +84,8 @@ def run_group(ctx: RunContext) -> RunResult:
             configs["path-planted"] = base
             rows.extend(path.rows)
             section.seconds += path.seconds
-            section.checks.extend(path_checks("path planted", path, graded=True, data_seed=base.data.seed))
+            section.checks.extend(path_checks("path planted", path, data, ref, data_seed=base.data.seed,
+                                              levels=calibration_differs(base, PLANTED_GD, path=True)))
             section.tables.append(_path_table("Regularization path, planted supports", path))
             arrays.update({"path_lambdas": np.array([p.lam for p in path.points]), "path_W": path.points[-1].W,
                            "path_H": path.points[-1].H})
@@ -83,6 +99,8 @@ def run_group(ctx: RunContext) -> RunResult:
             opt = optimum_at(base, data, base.model.lam)
             section.checks.append(check_optimum(opt))
             ref_t = replace(ref, L_opt=opt.L[0])
+            wrong_lam = WRONG_LAMBDA * base.model.lam  # the wrong target of the training checks' control
+            wrong = (wrong_lam, optimum_at(base, data, wrong_lam).L[0])
             train_rows = []
             for run, preset in (("gd", PLANTED_GD), ("adam", PLANTED_ADAM), ("ngd", PLANTED_NGD)):
                 cfg = prepare(scaled(preset, ctx.scale), ctx)
@@ -93,7 +111,7 @@ def run_group(ctx: RunContext) -> RunResult:
                 histories.append(history)
                 section.seconds += history.seconds
                 section.checks.extend(training_checks(f"planted {run}", cfg, history, ref_t,
-                                                      data_seed=cfg.data.seed))
+                                                      data_seed=cfg.data.seed, control=wrong))
                 last = history.at()
                 train_rows.append((run, cfg.optimizer.lr, history.step, *(float(np.max(last[k])) for k in (
                     "dist_opt", "F_error_rel")), *(float(np.min(last[k])) for k in ("cos_perp_mm", "cos_word_gram",
@@ -101,7 +119,8 @@ def run_group(ctx: RunContext) -> RunResult:
                     float(np.max(last["loss_gap"])), round(history.seconds, 1)))
             gd = histories[-3]
             if ctx.scale != "smoke":
-                section.checks.extend(order_checks("planted gd", gd, ref_t, data_seed=base.data.seed))
+                section.checks.extend(order_checks("planted gd", configs["planted-gd"], gd, ref_t,
+                                                   data_seed=base.data.seed))
             section.tables.append(Table(f"Training at λ = {base.model.lam:g} (planted supports; worst seed)", (
                 "optimizer", "η", "steps", "||L_k - L_λ|| / ||L_λ||", "F-part error", "cos(P_⊥ L, L^mm)",
                 "cos Gram (words)", "cos Gram (contexts)", "CE - H", "seconds"), tuple(train_rows)))
@@ -120,18 +139,16 @@ def run_group(ctx: RunContext) -> RunResult:
         write_npz(out / "data" / "planted_geometry.npz", **arrays)
 
     if ctx.wants("ufm-support"):
-        cfg = prepare(scaled(OVERLAP, ctx.scale), ctx)
+        cfg, data, ref = overlap_cfg, overlap_data, overlap_ref
         configs["path-overlap"] = cfg
-        data = data_for(cfg)
-        ctx.say("overlapping supports: nuclear-norm SVM and path")
-        ref, _ = reference(data, cfg)
+        ctx.say("overlapping supports: path")
         section.checks.extend(_geometry(data, ref, "overlap", section))
         path = run_path(cfg, data, ref, ctx, "overlap")
         paths["overlap"] = path
         rows.extend(path.rows)
         section.seconds += path.seconds
-        section.checks.extend(path_checks("path overlap", path))
-        section.checks.append(_limit_is_svm(path, ref))
+        section.checks.extend(path_checks("path overlap", path, data, ref))
+        section.checks.append(limit_is_svm(path, ref, paths.get("planted")))
         support_rows.append(_support_row("overlap", data, ref, path))
         data.save(out / "data" / "overlap.npz")
 
@@ -148,7 +165,7 @@ def run_group(ctx: RunContext) -> RunResult:
         paths["shakespeare"] = path
         rows.extend(path.rows)
         section.seconds += path.seconds
-        section.checks.extend(path_checks("path shakespeare", path, collapse=False))
+        section.checks.extend(path_checks("path shakespeare", path, data, ref, collapse=False))
         section.notes.append("Shakespeare: no collapse check. L^mm has rank V - 1 here, so the support-pattern "
                              "subspace is the whole word space, and many support sets differ in one token, so "
                              "between-set angles are near 0; the within-set spreads are reported in the path table")
@@ -192,14 +209,15 @@ def run_group(ctx: RunContext) -> RunResult:
 CROSS_CHECK_MAX = 64
 
 
-def _geometry(data, ref, name: str, section: Section) -> list[Check]:
-    """The SVM's checks, with the other backend's solution as a cross-check when the SDP is affordable."""
+def _geometry(data, ref, name: str, section: Section, control: tuple[str, float] | None = None) -> list[Check]:
+    """The SVM's checks, with the other backend's solution as a cross-check when the SDP is affordable (``control``:
+    the negative control of "L^mm = S̃", :func:`~.checks.geometry_checks`)."""
     if data.V + data.m <= CROSS_CHECK_MAX:
         other, diff = cross_check(data, ref.svm)
-        return geometry_checks(name, data, ref, other.certificate.duality_gap, diff)
+        return geometry_checks(name, data, ref, other.certificate.duality_gap, diff, control=control)
     section.notes.append(f"{name}: V + m = {data.V + data.m} > {CROSS_CHECK_MAX}: the nuclear-norm SVM is solved by "
                          "ADMM only (the SDP cross-check is for smaller sizes); its own certificate is checked")
-    return geometry_checks(name, data, ref, None, None)
+    return geometry_checks(name, data, ref, None, None, control=control)
 
 
 def check_optimum(opt) -> Check:
@@ -211,24 +229,7 @@ def check_optimum(opt) -> Check:
                          1e-6, "docs/ufm.md, U-1", kind="sanity", threshold_source="solver tolerance (ours)")
 
 
-def _limit_is_svm(path: PathRun, ref) -> Check:
-    """Where S̃ does not solve the SVM, the context Gram follows L^mm's prediction, not S̃'s."""
-    last = [r for r in path.rows if r["step"] == len(path.points) - 1]
-    mm = min(r["cos_context_gram"] for r in last)
-    st = max(r["cos_context_gram_S"] for r in last)
-    return Check(f"path {path.name}: the limit follows L^mm", f"at λ = {path.points[-1].lam:.2g}, H H^T is closer in "
-                 "direction to (L^mm^T L^mm)^{1/2} than to V Σ V^T of S̃ (cosines; S̃ does not solve the SVM here)",
-                 f"{mm:.4f} vs {st:.4f}", "L^mm's larger", bool(mm > st), f"{ZHAO}; docs/ufm.md, U-3, U-4",
-                 kind="theorem", **cite("docs:ufm-gram"), metric="cos of H H^T with (L^mm^T L^mm)^{1/2} and with "
-                 "V Σ V^T of S̃, at the smallest λ (worst seed)",
-                 premise=f"S̃ is not optimal (largest polar entry off the supports "
-                 f"{ref.support.polar_out_max:.3g} > 0)", premise_met=not ref.support.svm_is_centred_support,
-                 threshold_source="the prediction's direction (no level)")
-
-
 def _support_row(name: str, data, ref, path: PathRun | None = None) -> tuple:
-    from ...geometry.ufm.logit_svm import svm_vs_centred_support
-
     St = ref.support.S_tilde
     gram = ""
     if path is not None:
@@ -311,10 +312,12 @@ def _modes_figure(history, ref) -> FigureSpec:
 def _claims_table() -> Table:
     return Table("Follow-up papers vs ntpbias: what is checked, and how", ("claim", "source", "ntpbias"), (
         ("logits -> L* (finite, in-support log-odds) + a part growing in the direction of the nuclear-norm SVM L^mm "
-         "as λ -> 0", ZHAO, "trends along the certified path (theorem checks) and calibrated levels at the smallest λ"),
+         "as λ -> 0", ZHAO, "trends along the certified path (theorem checks, controlled by a wrong L* and by the "
+         "competing limits S̃ and D0) and calibrated levels at the smallest λ"),
         ("L^mm depends only on the support pattern; contexts sharing a support set collapse", ZHAO,
-         "same-support columns of L^mm (exact); subspace collapse along the path (trend, calibrated level); raw "
-         "embeddings collapse only like (log 1/λ)^(-1/2) (finding, docs/ufm.md U-5)"),
+         "same-support columns of the solvers' L^mm (by construction: symmetric starts); subspace collapse along the "
+         "path (trend controlled by a wrong grouping, calibrated level); raw embeddings collapse only like "
+         "(log 1/λ)^(-1/2) (finding, docs/ufm.md U-5)"),
         ("embeddings align with the SVD of the centred support matrix", ZHAO,
          "exact when S̃'s polar factor is <= 0 off the supports (our derivation U-3, checked); otherwise the limit "
          "follows L^mm, not S̃ (overlap data, checked)"),
@@ -331,11 +334,14 @@ def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
     data = data_for(cfg)
     ctx.say("nuclear-norm NTP-SVM and the support matrix")
     ref, facts = reference(data, cfg)
+    wrong = None
     if cfg.model.lam > 0:
         ctx.say(f"the optimum at λ = {cfg.model.lam:g}")
         opt = optimum_at(cfg, data, cfg.model.lam)
         ref = replace(ref, L_opt=opt.L[0])
         facts["optimum at λ: certified"] = opt.certified
+        if cfg.data.source == "planted":  # the wrong target of the training check's negative control
+            wrong = (WRONG_LAMBDA * cfg.model.lam, optimum_at(cfg, data, WRONG_LAMBDA * cfg.model.lam).L[0])
     history = train_run(cfg, data, ref, ctx, "train")
     section = Section("train", f"Log-bilinear model: {cfg.optimizer.name} on {cfg.data.source} data, λ = "
                       f"{cfg.model.lam:g}", facts=facts, seconds=history.seconds)
@@ -344,7 +350,7 @@ def train_ufm(cfg: UFMConfig, ctx: RunContext) -> RunResult:
                                     "against L^mm), Gram alignment and collapse, over the iterations.",
                                     "ufm.training", {"rows": history.rows(), "runs": ["train"]}))
     if history.status == "completed":
-        section.checks.extend(training_checks("train", cfg, history, ref))
+        section.checks.extend(training_checks("train", cfg, history, ref, control=wrong))
     else:
         section.notes.append(history.message)
     write_npz(out / "ufm.npz", L_mm=ref.svm.L, S_tilde=ref.support.S_tilde, W=history.params["W"],
