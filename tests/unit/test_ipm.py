@@ -180,3 +180,17 @@ def test_ipm_newton_blocks_solve_the_newton_system():
         A[n:, v * m:(v + 1) * m] = torch.eye(m, dtype=F64)
     x = torch.linalg.solve(A, torch.cat([Q.reshape(-1), -Rc]))
     assert rel(dY.reshape(-1), x[:n]) < 1e-10 and rel(dc, x[n:]) < 1e-10
+
+
+def test_lm_geometry_routes_the_ntp_svm_to_the_ipm():
+    """`lm analyze`'s geometry (geometry/lm.py) solves a model's NTP-SVM by the interior-point method where it fits,
+    and passes an explicit backend through."""
+    from ntpbias.geometry.lm import logit_reference, model_geometry
+
+    data = spectrum_data(12, 16, 8, 6, 1e4, seed=8)
+    ref = logit_reference(data, nuclear=False)
+    W = torch.randn(data.V, data.d, generator=torch.Generator().manual_seed(0), dtype=F64)
+    auto = model_geometry(data, W, ref)
+    assert ipm_mod.fits(data.V, data.m) and auto.analysis.svm.solver == "ipm" and auto.values["svm_certified"]
+    assert model_geometry(data, W, ref, solver="clarabel").analysis.svm.solver == "clarabel"
+    assert auto.values["svm_norm"] == pytest.approx(ntp_svm(data, "clarabel").norm, rel=1e-6)
