@@ -2,11 +2,12 @@
 ``MarginProgram.solve(solver="ipm")`` (docs/benchmarks.md#ill-conditioned-features).
 
 The first-order methods of :mod:`ntpbias.geometry.solvers.dual` and :mod:`ntpbias.geometry.solvers.workset` work on the
-dual of the NTP-SVM, whose Hessian is Λ ↦ Λ K with K = H H^T: their iteration counts grow with cond(K) = cond(H)², and
-on a trained model's features (cond(H) ~ 1e4-1e6) they stall. A change of variables cannot remove this: the dual
-function does not depend on how W is parametrized, and a preconditioner other than a scaling per context breaks the
-exact projection onto the dual's constraints. Here the dual is solved by a primal-dual interior-point method instead,
-whose Newton systems are solved exactly, so that its iteration count (20-40) is that of any interior-point method.
+dual of the NTP-SVM, whose Hessian is Λ ↦ Λ K with K = H H^T: their step counts grow with the conditioning of K on the
+active face, and on a trained model's features (cond(H) ~ 1e3-1e6, many in-support ties per context) they stall. A
+change of variables cannot remove this: the dual function does not depend on how W is parametrized, and a
+preconditioner other than a scaling per context breaks the exact projection onto the dual's constraints. Here the dual
+is solved by a primal-dual interior-point method instead, whose Newton systems are solved exactly, so that its
+iteration count (12-30 measured) is that of any interior-point method.
 
 **The problem.** In the logit-cell layout of :class:`~ntpbias.geometry.solvers.dual_forms.CellForm` (the NTP-SVM's
 reduced form, every (token, context) cell used once: the in-support cells E, the out-of-support cells I), the dual of
@@ -29,14 +30,15 @@ other at -c_j - 1 - S: margins 1 + S >= 1.
 so ΔY_v = M_v^{-1} (q_v + Δc) with M_v = K + diag(D_v) (m, m), and Δc solves (Σ_v M_v^{-1}) Δc = -R_c -
 Σ_v M_v^{-1} q_v: one Cholesky factorization per token (batched, in chunks of tokens) and one of an (m, m) matrix per
 iteration, O(V m³) operations and V m² numbers of memory, whatever cond(H) (H enters only through K; each M_v is
-factorized after a symmetric diagonal scaling to unit diagonal). The in-support cells get a small proximal
-regularization (D = :data:`REGULARIZATION` there) so that every M_v is positive definite also when H has fewer
-independent rows than contexts; the residuals are recomputed exactly at every iteration, so it only makes the
-directions inexact.
+factorized after a symmetric diagonal scaling to unit diagonal, and inverted: a solve is then a batched
+matrix-vector product). Every cell gets a small proximal regularization (D >= :data:`REGULARIZATION`, the in-support
+cells exactly that) so that every M_v is positive definite also when H has fewer independent rows than contexts; the
+residuals are recomputed exactly at every iteration, so it only makes the directions inexact.
 
 **Finish.** Once the worst KKT residual is below :data:`POLISH_BELOW`, the face (the out-of-support cells with
-Y > S) is solved exactly by the same factorization with D = 0 on the face and D = ∞ off it (a few rounds of
-refinement), and kept when it is certified; the caller (:meth:`~ntpbias.geometry.margins.program.MarginProgram.finish`)
+Y K̄ > S, K̄ the mean K_jj: D below the scale of K) is solved exactly by the same factorization with D ≈ 0 on the face
+and D = ∞ off it (rounds of refinement), and kept when its residual is lower; where float64 itself bounds the residual
+(about 1e-16 times the largest logit), the run stops as "stalled" (:data:`STALL_ITERATIONS`). The caller (:meth:`~ntpbias.geometry.margins.program.MarginProgram.finish`)
 recomputes the certificate from (W, λ, μ) on every row in float64.
 
 **Not separable.** The dual is then unbounded: Y grows along a Gordan direction. The run stops with
@@ -58,7 +60,7 @@ from .dual_forms import CellForm
 from .gram import ConstraintOps
 from .workset import _GordanCheck
 
-#: Iteration cap of :func:`solve_ipm` unless asked otherwise (interior-point methods take 20-40).
+#: Iteration cap of :func:`solve_ipm` unless asked otherwise (12-30 measured).
 IPM_MAX_ITER = 100
 #: Fraction of the step to the boundary of the positive orthant taken at each iteration.
 STEP_FRACTION = 0.99
@@ -68,8 +70,8 @@ REGULARIZATION = 1e-11
 POLISH_BELOW = 1e-3
 #: Face solves tried at most (each costs one factorization); a face is tried once it is the same at two iterations.
 POLISH_TRIES = 3
-#: The run stops when its best residual did not halve over this many iterations (the floor of float64 arithmetic on
-#: the features: about 1e-16 times the largest logit over the margin).
+#: The run stops when its best residual, once below STALL_BELOW, did not halve over STALL_ITERATIONS iterations (the
+#: floor of float64 arithmetic on the features: about 1e-16 times the largest logit over the margin).
 STALL_ITERATIONS = 5
 STALL_BELOW = 1e-4
 #: A run stops at once when its residual is at most this; above it, a run that reached its tolerance takes up to
