@@ -38,8 +38,9 @@ residuals are recomputed exactly at every iteration, so it only makes the direct
 **Finish.** Once the worst KKT residual is below :data:`POLISH_BELOW`, the face (the out-of-support cells with
 Y K̄ > S, K̄ the mean K_jj: D below the scale of K) is solved exactly by the same factorization with D ≈ 0 on the face
 and D = ∞ off it (rounds of refinement), and kept when its residual is lower; where float64 itself bounds the residual
-(about 1e-16 times the largest logit), the run stops as "stalled" (:data:`STALL_ITERATIONS`). The caller (:meth:`~ntpbias.geometry.margins.program.MarginProgram.finish`)
-recomputes the certificate from (W, λ, μ) on every row in float64.
+(about 1e-16 times the largest logit), the run stops as "stalled" (:data:`STALL_ITERATIONS`). The caller
+(:meth:`~ntpbias.geometry.margins.program.MarginProgram.finish`) recomputes the certificate from (W, λ, μ) on every
+row in float64.
 
 **Not separable.** The dual is then unbounded: Y grows along a Gordan direction. The run stops with
 ``diverged=True`` when the iterate passes the rounding-safe Gordan test of the workset method (the same
