@@ -30,15 +30,13 @@ import argparse
 import json
 import math
 import os
-import resource
-import subprocess
 import sys
 import time
 import warnings
 
 import numpy as np
 import torch
-from _common import print_table
+from _common import print_table, run_capped
 
 from ntpbias.data.ntp import NTPData
 from ntpbias.geometry.margins.program import ntp_svm
@@ -113,22 +111,8 @@ def child(spec: str, solver: str) -> None:
 
 def capped(spec: str, solver: str, cap: float, mem_gb: float) -> dict:
     """``solver`` on ``spec`` in a subprocess killed after ``cap`` seconds or beyond ``mem_gb`` of address space."""
-    limit = int(mem_gb * 2 ** 30)
-
-    def limit_memory():
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", f"{solver}|{spec}"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, preexec_fn=limit_memory,
-                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    except subprocess.TimeoutExpired:
-        return {"label": f"> {cap:g}"}
-    if proc.returncode != 0:
-        oom = "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or "memory" in proc.stderr.lower()
-        return {"label": f"out of memory (> {mem_gb:g} GB)" if oom else "failed"}
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"label": f"{out['wall']:.3g} ({out['cpu']:.3g})", **out}
+    out, why = run_capped([sys.executable, os.path.abspath(__file__), "--child", f"{solver}|{spec}"], cap, mem_gb)
+    return {"label": why} if out is None else {"label": f"{out['wall']:.3g} ({out['cpu']:.3g})", **out}
 
 
 def peer_columns(peer: dict, ours: dict) -> list[str]:
