@@ -312,6 +312,8 @@ class _IPM:
             Y, S, c = self.step(Y, S, c)
             it += 1
         converged = not diverged and self.done
+        if converged and self.best[0] > EXACT:
+            self.drop_inactive(last_face)
         self.details.update(ipm_iterations=it, factorizations=self.blocks.count)
         if stopped is not None and not converged:
             self.details["stopped"] = stopped
@@ -322,6 +324,18 @@ class _IPM:
             lam, mu = lam / total, mu / total
         return {"lam": lam, "mu": mu, "W": W, "iterations": it, "converged": converged, "diverged": diverged,
                 "gordan": gordan, "history": history, "details": self.details}
+
+    def drop_inactive(self, face: torch.Tensor) -> None:
+        """Zero the multipliers of the out-of-support cells off ``face`` (an interior point's are small, not zero, and
+        would count as support vectors), if the certificate stays within the tolerance."""
+        W, lam, mu = self.best[1]
+        keep, _ = self.duals(face.to(lam.dtype))  # 1 on the face's rows, 0 off it
+        lam = torch.where(keep > 0, lam, 0.0)
+        W = self.check._stack(lam, mu)
+        worst = self.check.certificate(W, lam, mu).worst
+        if worst <= TARGET_FACTOR * self.tol:
+            self.best = (worst, (W, lam, mu))
+            self.details["inactive_dropped"] = True
 
     def try_polish(self, Y: torch.Tensor, c: torch.Tensor, face: torch.Tensor, worst: float) -> None:
         """:meth:`polish` on ``face`` unless the best point is exact, the tries are spent or this face was tried."""
