@@ -231,8 +231,12 @@ class _IPM:
         self.ops, self.cells, self.program = ops, cells, program
         self.tol, self.max_iter = tol, max_iter
         H = ops.H
-        self.K = H @ H.T
+        self.H, self.K = H, H @ H.T
         self.ineq = cells.c > 0  # (V, m) out-of-support cells
+        V, m = cells.shape
+        self.anchor = torch.zeros(m, dtype=torch.long, device=H.device)
+        self.anchor[ops.a_cell % m] = ops.a_cell // m  # the anchor token of each context (its column's free cell)
+        self.cols = torch.arange(m, device=H.device)
         self.T = cells.c
         self.n_ineq = max(1, int(self.ineq.sum()))
         self.kscale = float(torch.diagonal(self.K).mean())
@@ -246,12 +250,25 @@ class _IPM:
         """(λ, μ) of the anchor form from Y (module doc)."""
         return self.cells.duals(-Y)
 
-    def certify(self, Y: torch.Tensor):
-        """(worst KKT residual, W, λ, μ) at W = A^T y for the multipliers of Y, on every row in float64."""
+    def certify(self, Y: torch.Tensor, W: torch.Tensor):
+        """(worst KKT residual, W, λ, μ) for the multipliers of Y and the tracked W (:meth:`move`), on every row in
+        float64."""
         lam, mu = self.duals(Y)
-        W = self.check._stack(lam, mu)
-        cert = self.check.certificate(W, lam, mu)
-        return cert.worst, W, lam, mu
+        return self.check.certificate(W, lam, mu).worst, W, lam, mu
+
+    def move(self, Y: torch.Tensor, W: torch.Tensor, dY: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Y + ΔY, W - ΔY H) with ΔY's anchor cells set so that its columns sum to 0 exactly (W = -Y H = A^T y).
+
+        W is carried along rather than recomputed as -Y H: on ill-conditioned features Y is large (up to about
+        ||W|| / σ_min(H)) and -Y H cancels, which would put an error of about 1e-16 |Y| |H| in every logit, above the
+        tolerance at cond(H) = 1e6; the increments ΔY shrink with the residual, and so does their rounding."""
+        dY = dY.clone()
+        dY[self.anchor, self.cols] -= dY.sum(0)
+        return Y + dY, W - dY @ self.H
+
+    def logits(self, W: torch.Tensor) -> torch.Tensor:
+        """L = W H^T (V, m) (= -Y K)."""
+        return W @ self.H.T
 
     def start(self):
         """Mehrotra's starting point: the Newton step from Y = 0, S = 0 with D = mean K_jj on the I cells (every margin
@@ -268,7 +285,8 @@ class _IPM:
         ys = float((Y * S).sum())
         Y = torch.where(ineq, Y + 0.5 * ys / max(float(S.sum()), 1e-300), Y)
         S = torch.where(ineq, S + 0.5 * ys / max(float(Y[ineq].sum()), 1e-300), 0.0)
-        return Y, S, c
+        Y, W = self.move(torch.zeros_like(Y), torch.zeros_like(self.H[:1]).expand(Y.shape[0], -1), Y)
+        return Y, S, c, W
 
     @property
     def done(self) -> bool:
@@ -281,19 +299,19 @@ class _IPM:
             self.best = (worst, point)
 
     def run(self) -> dict:
-        Y, S, c = self.start()
+        Y, S, c, W = self.start()
         self.best, self.tried = (math.inf, None), None
         history, last_face, extra, diverged, stopped = [], None, 0, False, None
         it = 0
         while True:
-            worst, W, lam, mu = self.certify(Y)
+            worst, W, lam, mu = self.certify(Y, W)
             history.append((it, worst))
             self.keep(worst, (W, lam, mu))
             face = self.ineq & (Y * self.kscale > S)  # D = S / Y below the scale of K: an active cell
             stable = last_face is not None and torch.equal(face, last_face)
             last_face = face
             if worst <= POLISH_BELOW and (stable or self.done):
-                self.try_polish(Y, c, face, worst)
+                self.try_polish(Y, c, W, face, worst)
             if self.best[0] <= EXACT or (self.done and (extra >= EXTRA_ITERATIONS
                                                         or self.details["polish_tries"] >= POLISH_TRIES)):
                 break
@@ -309,11 +327,11 @@ class _IPM:
                 stopped = (f"stalled at residual {self.best[0]:.1e} after {it} iterations (the floor of float64 "
                            "arithmetic on these features)")
                 break
-            Y, S, c = self.step(Y, S, c)
+            Y, S, c, W = self.step(Y, S, c, W)
             it += 1
         converged = not diverged and self.done
         if converged and self.best[0] > EXACT:
-            self.drop_inactive(last_face)
+            self.drop_inactive(Y, W, last_face)
         self.details.update(ipm_iterations=it, factorizations=self.blocks.count)
         if stopped is not None and not converged:
             self.details["stopped"] = stopped
@@ -325,36 +343,32 @@ class _IPM:
         return {"lam": lam, "mu": mu, "W": W, "iterations": it, "converged": converged, "diverged": diverged,
                 "gordan": gordan, "history": history, "details": self.details}
 
-    def drop_inactive(self, face: torch.Tensor) -> None:
-        """Zero the multipliers of the out-of-support cells off ``face`` (an interior point's are small, not zero, and
-        would count as support vectors), if the certificate stays within the tolerance."""
-        W, lam, mu = self.best[1]
-        keep, _ = self.duals(face.to(lam.dtype))  # 1 on the face's rows, 0 off it
-        lam = torch.where(keep > 0, lam, 0.0)
-        W = self.check._stack(lam, mu)
-        worst = self.check.certificate(W, lam, mu).worst
-        if worst <= TARGET_FACTOR * self.tol:
-            self.best = (worst, (W, lam, mu))
+    def drop_inactive(self, Y: torch.Tensor, W: torch.Tensor, face: torch.Tensor) -> None:
+        """Zero the multipliers of the last iterate (Y, W) off ``face`` (an interior point's are small, not zero, and
+        would count as support vectors), if its certificate stays within the tolerance."""
+        got = self.certify(*self.move(Y, W, -torch.where(self.ineq & ~face, Y, 0.0)))
+        if got[0] <= TARGET_FACTOR * self.tol:
+            self.best = (got[0], got[1:])
             self.details["inactive_dropped"] = True
 
-    def try_polish(self, Y: torch.Tensor, c: torch.Tensor, face: torch.Tensor, worst: float) -> None:
+    def try_polish(self, Y: torch.Tensor, c: torch.Tensor, W: torch.Tensor, face: torch.Tensor, worst: float) -> None:
         """:meth:`polish` on ``face`` unless the best point is exact, the tries are spent or this face was tried."""
         if (self.best[0] <= EXACT or self.details["polish_tries"] >= POLISH_TRIES
                 or (self.tried is not None and torch.equal(face, self.tried))):
             return
         self.tried = face
         self.details["polish_tries"] += 1
-        polished = self.polish(Y, c, face)
+        polished = self.polish(Y, c, W, face)
         if polished[0] < self.best[0]:
             self.keep(polished[0], polished[1:])
             self.details["polish"] = f"applied at residual {worst:.1e}"
         elif self.details["polish"] == "not tried":
             self.details["polish"] = "rejected"
 
-    def step(self, Y: torch.Tensor, S: torch.Tensor, c: torch.Tensor):
+    def step(self, Y: torch.Tensor, S: torch.Tensor, c: torch.Tensor, W: torch.Tensor):
         """One predictor-corrector iteration (module doc)."""
         ineq = self.ineq
-        Rp = Y @ self.K - self.T - c[None, :] - S
+        Rp = -self.logits(W) - self.T - c[None, :] - S  # Y K - T - 1 c^T - S
         Rc = Y.sum(0)
         Ys = torch.where(ineq, Y, 1.0)
         mu = float((Y * S).sum()) / self.n_ineq
@@ -371,21 +385,23 @@ class _IPM:
         sigma = min(1.0, (mu_aff / mu) ** 3) if mu > 0 else 0.0
         dY, dc, dS = direction(torch.where(ineq, sigma * mu - Y * S - dY * dS, 0.0))
         a = min(1.0, STEP_FRACTION * _max_step(Y, dY, S, dS, ineq))
-        return Y + a * dY, torch.where(ineq, S + a * dS, 0.0), c + a * dc
+        Y, W = self.move(Y, W, a * dY)
+        return Y, torch.where(ineq, S + a * dS, 0.0), c + a * dc, W
 
-    def polish(self, Y: torch.Tensor, c: torch.Tensor, face: torch.Tensor):
-        """Solve the ``face`` (I cells with Y > S) exactly (module doc): refinement rounds on the face equations with
+    def polish(self, Y: torch.Tensor, c: torch.Tensor, W: torch.Tensor, face: torch.Tensor):
+        """Solve the ``face`` (I cells with Y K̄ > S) exactly (module doc): refinement rounds on the face equations with
         the regularized factorization, until the certificate stops improving; the best (worst, W, λ, μ)."""
         ineq = self.ineq
         off = ineq & ~face
         blocks = self.blocks.factor(torch.where(off, OFF_FACE * self.kscale, self.reg).to(Y.dtype))
-        Y = torch.where(off, 0.0, Y)
+        Y, W = self.move(Y, W, -torch.where(off, Y, 0.0))
         best = (math.inf,)
         for _ in range(POLISH_ROUNDS):
-            R = torch.where(off, 0.0, Y @ self.K - self.T - c[None, :])
+            R = torch.where(off, 0.0, -self.logits(W) - self.T - c[None, :])
             dY, dc = blocks.solve(-R, Y.sum(0))
-            Y, c = torch.where(off, 0.0, Y + dY), c + dc
-            got = self.certify(torch.where(ineq, Y.clamp(min=0), Y))
+            Y, W = self.move(Y, W, torch.where(off, 0.0, dY))
+            c = c + dc
+            got = self.certify(Y, W)
             if got[0] > 0.5 * best[0]:  # no longer improving: the face is wrong, or float64's floor is reached
                 return min(best, got, key=lambda g: g[0])
             best = got
