@@ -24,6 +24,16 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from types import FunctionType
 
+from .errors import ConfigError
+from .threads import apply_threads
+
+# the thread count, before numpy or torch is loaded (docs/errors-and-limits.md#threads); a bad NTPBIAS_THREADS is
+# raised again by the first use of the API (the command line reports it as a user error)
+try:
+    apply_threads()
+except ConfigError:
+    pass
+
 try:
     __version__ = version("ntpbias")
 except PackageNotFoundError:  # running from a source tree without installation
@@ -47,6 +57,7 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str):
     if name in _API:
+        apply_threads()  # (done at import unless NTPBIAS_THREADS was bad: then this raises its error)
         obj = getattr(import_module(_API[name]), name)
         if isinstance(obj, FunctionType):  # the boundary: a wrong keyword is ntpbias's TypeError naming the valid ones
             obj = import_module("ntpbias.config").checked_call(obj, name)

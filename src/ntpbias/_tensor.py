@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 
@@ -48,9 +46,3 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         raise ConfigError("--device cuda was requested but no CUDA GPU is available; use --device cpu")
     return dev
 
-
-def limit_threads(n: int = 1) -> None:
-    """Use ``n`` BLAS/torch threads (on small 2-core machines threaded BLAS is 10-30x slower on tiny matrices)."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, str(n))
-    torch.set_num_threads(n)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import progress
 from ._repr import short_repr
 from ._tensor import resolve_device
 from .config import DEVICE_PATTERN, FieldError, apply_overrides, argument, unknown_keyword
@@ -137,15 +138,18 @@ def run_groups(ids: list[str], ctx: RunContext, *, command: str = "", say=lambda
     check_reachable(ctx.executor)
     out = Path(ctx.out)
     sections, t0 = [], time.perf_counter()
-    with claim_run_dir(out, overwrite=ctx.overwrite, resume=ctx.resume, groups=tuple(GROUPS)):
+    with claim_run_dir(out, overwrite=ctx.overwrite, resume=ctx.resume, groups=tuple(GROUPS)), \
+            progress.task("reproduce", total=len(chosen), enabled=ctx.progress) as groups_done:
         for gid, figures in chosen.items():
             group_dir = out if len(chosen) == 1 else out / gid
             say(f"[bold]{GROUPS[gid].title}[/]")
+            groups_done.update(description=f"reproduce {gid}")
             with no_empty_leftovers(group_dir):
                 result = GROUPS[gid](replace(ctx, out=group_dir, figures=figures))
             _grade_at(result, ctx.scale)
             save_run(group_dir, result, command=command)
             sections.append(result.section if len(chosen) == 1 else result.section.relocate(gid))
+            groups_done.advance()
         if len(chosen) > 1:
             render(out, sections, title="ntpbias: reproduction of the implicit-bias papers", command=command)
             write_json(out / "summary.json", {

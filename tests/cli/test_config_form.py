@@ -50,10 +50,11 @@ def test_resume_refuses_another_run_and_accepts_more_steps(tmp_path, cli, assert
     base = ["train", "--preset", "linear-fig4-gd", "--set", "data.m=8", "--set", "data.d=10", "--out", out, "--quiet"]
     code, _, err = cli(*base, "--set", "train.steps=40")
     assert code == 0, err
-    for change, key in (("optimizer.lr=0.1", "optimizer"), ("data.seed=3", "initial loss"), ("data.d=11", "params")):
+    for change, differs in (("optimizer.lr=0.1", "run (optimizer.lr: 0.5 -> 0.1); only"),  # only what differs
+                            ("data.seed=3", "run (initial loss: ["), ("data.d=11", "; params.W: [[1, 10, 10], ")):
         code, _, err = cli(*base, "--set", "train.steps=80", "--set", change, "--resume")
         assert_user_error(code, err, "would continue another run")
-        assert f"{key}: " in err
+        assert differs in err
     code, _, err = cli(*base, "--set", "train.steps=20", "--resume")
     assert_user_error(code, err, "beyond train.steps = 20")
     code, _, err = cli(*base, "--set", "train.steps=80", "--resume")

@@ -125,6 +125,48 @@ def test_user_errors(cli, assert_user_error, tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None or __import__("torch").cuda.is_available(),
+                    reason="a GPU is present: --device cuda is accepted there")
+def test_device_cuda_without_a_gpu_is_one_line_and_writes_nothing(planted_run, cli, assert_user_error, tmp_path):
+    code, _, err = cli("lm", "train", "--preset", "lm-planted", "--device", "cuda", "--out", tmp_path / "x")
+    assert_user_error(code, err, "no CUDA GPU is available; use --device cpu")
+    code, _, err = cli("lm", "analyze", planted_run / "run", "--device", "cuda", "--out", tmp_path / "y")
+    assert_user_error(code, err, "no CUDA GPU is available; use --device cpu")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+@pytest.mark.slow
+def test_compare_groups_runs_by_setting(planted_run, cli, tmp_path):
+    """Two analyses of one run at T = 1 (the same setting twice) and one at T = 2: two settings, the first with two
+    runs whose spread is 0, the baselines beside them."""
+    code, _, err = cli("lm", "analyze", planted_run / "run", "--context-length", 2, "--checkpoints", 1, "--no-prefix",
+                       "--out", tmp_path / "t2", "--quiet")
+    assert code == 0, err
+    code, out, err = cli("lm", "compare", planted_run / "geo", planted_run / "geo" / "analysis.json", tmp_path / "t2",
+                         "--out", tmp_path / "cmp", "--json")
+    assert code == 0, err
+    summary = json.loads(out)["summary"]
+    assert [(e["T"], e["runs"]) for e in summary] == [(1, 2), (2, 1)]
+    assert summary[0]["logit_cos_perp_S_sd"] == 0.0 and summary[1]["logit_cos_perp_S_sd"] is None
+    assert summary[0]["baselines"]["add_1"]["logit_cos_perp_S"] is not None
+    assert (tmp_path / "cmp" / "figures" / "lm-across.png").is_file()
+    code, _, err = cli("lm", "compare", tmp_path / "nothing", "--out", tmp_path / "cmp2")
+    assert code == 2 and "does not exist" in err and not (tmp_path / "cmp2").exists()
+
+
+def test_train_report_summarizes_what_was_trained(planted_run):
+    """The report and summary.json of `lm train` say what was trained and the loss it reached, not a zero tally."""
+    summary = json.loads((planted_run / "run" / "summary.json").read_text())
+    section = summary["sections"][0]
+    assert "trained on planted" in section["description"] and "steps of adam" in section["description"]
+    assert section["title"].endswith("2 blocks, d = 24")
+    table = section["tables"][0]
+    assert table["title"] == "Training" and len(table["rows"]) == 1
+    assert table["rows"][0][2] < table["rows"][0][1]  # the loss fell
+    page = (planted_run / "run" / "report.html").read_text()
+    assert "states no checks" in page and "0 theorem checks passed" not in page
+
+
 def _tiny_hf(folder, kind: str):
     """A randomly initialised tiny causal LM (GPT-2, or Phi whose output layer has a bias) and a word-level tokenizer,
     written to ``folder`` (nothing downloaded)."""

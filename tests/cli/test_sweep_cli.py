@@ -76,7 +76,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, body, extra, message, cli, as
 
 def test_missing_sweep_file_and_dry_run(tmp_path, cli, assert_user_error):
     code, _, err = cli("sweep", tmp_path / "nope.toml", "--out", tmp_path / "o")
-    assert_user_error(code, err, "no such sweep file")
+    assert_user_error(code, err, "nope.toml: no such file")
     sweep = tmp_path / "s.toml"
     sweep.write_text(SWEEP)
     code, out, _ = cli("sweep", sweep, "--out", tmp_path / "o", "--dry-run")

@@ -34,29 +34,36 @@ def _supports(data: NTPData) -> list[list[int]]:
     return [list(np.nonzero(row)[0]) for row in data.P.numpy()]
 
 
-def _naive(data: NTPData, W: torch.Tensor) -> dict:
-    """Loops: the logit-space finite part, the margin, the separated share, the loss."""
+def _naive(data: NTPData, W: torch.Tensor | None = None, logits: np.ndarray | None = None) -> dict:
+    """Loops: the logit-space finite part (unweighted and π p-weighted), the margin, the separated share of the
+    contexts with a non-trivial support, the loss; of W's logits or of given logits (V, m)."""
     H, P, pi = data.H.numpy(), data.P.numpy(), data.pi.numpy()
-    Wn = W.numpy()
-    Wc = Wn - Wn.mean(0)
-    err2 = norm2 = 0.0
-    gaps, separated, loss = [], 0.0, 0.0
+    Wc = None if W is None else W.numpy() - W.numpy().mean(0)
+    err2 = norm2 = err2_w = norm2_w = perp2 = total2 = 0.0
+    gaps, separated, nontrivial, loss = [], 0.0, 0.0, 0.0
     for j, S in enumerate(_supports(data)):
-        ell = Wc @ H[j]
+        ell = Wc @ H[j] if logits is None else logits[:, j] - logits[:, j].mean()
         logp = np.log(P[j, S])
         for z in S:
             a = ell[z] - np.mean(ell[S])
             b = logp[S.index(z)] - np.mean(logp)
             err2 += (a - b) ** 2
             norm2 += b * b
+            err2_w += pi[j] * P[j, z] * (a - b) ** 2
+            norm2_w += pi[j] * P[j, z] * b * b
         out = [v for v in range(data.V) if v not in S]
+        perp2 += len(S) * np.mean(ell[S]) ** 2 + sum(ell[v] ** 2 for v in out)  # in-support logits tied at their mean
+        total2 += float(ell @ ell)
         pair = [ell[z] - ell[v] for z in S for v in out]
         gaps += pair
-        separated += pi[j] * (min(pair) > 0 if pair else 1.0)
+        if pair:
+            nontrivial += pi[j]
+            separated += pi[j] * (min(pair) > 0)
         lse = np.log(np.sum(np.exp(ell - ell.max()))) + ell.max()
         loss += pi[j] * sum(P[j, z] * (lse - ell[z]) for z in S)
-    return {"finite_rel_error": np.sqrt(err2 / norm2), "margin": min(gaps) / np.linalg.norm(Wc),
-            "separated_fraction": separated, "loss": loss}
+    return {"finite_rel_error": np.sqrt(err2 / norm2), "finite_rel_error_weighted": np.sqrt(err2_w / norm2_w),
+            "margin": None if Wc is None else min(gaps) / np.linalg.norm(Wc),
+            "separated_fraction": separated / nontrivial, "loss": loss, "logit_perp_share": np.sqrt(perp2 / total2)}
 
 
 def _F_basis(data: NTPData) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +103,8 @@ def test_paper_a_quantities_against_loops_and_clarabel(seed):
     data, W = _random(seed)
     g = model_geometry(data, W, logit_reference(data, nuclear=False)).values
     naive = _naive(data, W)
-    for key in ("finite_rel_error", "margin", "separated_fraction", "loss"):
+    for key in ("finite_rel_error", "finite_rel_error_weighted", "margin", "separated_fraction", "loss",
+                "logit_perp_share"):
         assert g[key] == pytest.approx(naive[key], rel=1e-9, abs=1e-12), key
     assert g["loss_gap"] == pytest.approx(naive["loss"] - data.entropy, abs=1e-12)
     A, b = _F_basis(data)
@@ -156,6 +164,50 @@ def test_log_bilinear_quantities_against_clarabel_and_numpy():
     between = min(angle(means[a], means[b]) for a, b in itertools.combinations(means, 2))
     assert g["within_angle"] == pytest.approx(within, abs=1e-5)
     assert g["between_angle"] == pytest.approx(between, abs=1e-5)
+    pi = data.pi.numpy()
+    to_mean = [angle(H[j], means[groups[j]]) for j in range(data.m)]
+    assert g["within_mean"] == pytest.approx(np.dot(pi, to_mean) / pi.sum(), abs=1e-5)
+    nearest = {a: min(angle(means[a], means[b]) for b in means if b != a) for a in means}
+    mass = {a: sum(pi[j] for j in range(data.m) if groups[j] == a) for a in means}
+    assert g["between_mean"] == pytest.approx(sum(mass[a] * nearest[a] for a in means) / sum(mass.values()),
+                                              abs=1e-5)
+    assert g["collapse_sets"] == len(means) and g["collapse_contexts"] == data.m
+    assert g["sub_collapse_ratio"] == pytest.approx(g["sub_within_angle"] / g["sub_between_angle"])
+    assert g["sub_collapse_mean_ratio"] == pytest.approx(g["sub_within_mean"] / g["sub_between_mean"])
+
+
+def test_collapse_is_null_where_every_support_set_has_one_context():
+    """Nothing to collapse: the angles are None (not 0, which would read as perfect collapse)."""
+    data, W = _random(0)
+    assert len({tuple(r) for r in data.support.tolist()}) == data.m
+    g = model_geometry(data, W, logit_reference(data, nuclear=False)).values
+    for key in ("within_angle", "collapse_ratio", "within_mean", "collapse_mean_ratio", "sub_within_angle"):
+        assert g[key] is None, key
+    assert g["collapse_sets"] == 0
+
+
+def test_baselines_against_loops():
+    """The count baselines (add-α smoothed log-probabilities, unigram log-frequencies) measured by loops, and the
+    separated fraction of a full-support context left out of both numerator and denominator."""
+    rng = np.random.default_rng(7)
+    counts = rng.integers(0, 4, size=(6, 5)) * (rng.random((6, 5)) < 0.6)
+    counts[:, 0] += 1
+    counts[0] = [3, 1, 2, 1, 5]  # a full support
+    n_j = counts.sum(1)
+    data = NTPData.from_arrays(rng.normal(size=(6, 3)), counts / n_j[:, None], n_j / n_j.sum(),
+                               n_samples=int(counts.sum()))
+    ref = logit_reference(data, nuclear=False)
+    for alpha in (0.1, 1.0):
+        logits = np.log((counts + alpha) / (n_j[:, None] + data.V * alpha)).T
+        naive = _naive(data, logits=logits)
+        got = ref.baselines[f"add_{alpha:g}"]
+        for key in ("finite_rel_error", "finite_rel_error_weighted", "separated_fraction", "loss", "logit_perp_share"):
+            assert got[key] == pytest.approx(naive[key], rel=1e-9), (alpha, key)
+    unigram = np.log(counts.sum(0) / counts.sum())[:, None].repeat(data.m, 1)
+    assert ref.baselines["unigram"]["finite_rel_error"] == pytest.approx(_naive(data, logits=unigram)[
+        "finite_rel_error"], rel=1e-9)
+    assert ref.baselines["add_1"]["full_support_mass"] == pytest.approx(n_j[0] / n_j.sum())
+    assert ref.baselines["add_1"]["nontrivial_contexts"] == data.m - 1
 
 
 def test_softmax_invariant_direction_changes_nothing():
@@ -171,11 +223,14 @@ def test_softmax_invariant_direction_changes_nothing():
 
 
 def test_non_separable_features_are_a_finding():
-    """d = 1 < m: no W separates every support; the max-margin quantities are None and the rest is measured."""
-    data = NTPData.from_arrays([[1.0], [2.0], [-1.0]], [[0.3, 0.7, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    """d = 1 < m: no W separates every support (the support graph ties context 3); the max-margin quantities are None,
+    the rest is measured, and the longest separable prefix by frequency is the two most frequent contexts."""
+    data = NTPData.from_arrays([[1.0], [-2.0], [-1.0]], [[0.3, 0.7, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
+                               [0.5, 0.3, 0.2])
     W = torch.tensor([[1.0], [0.5], [-1.0]], dtype=torch.float64)
     g = model_geometry(data, W, logit_reference(data)).values
-    assert g["separable"] is False
+    assert g["separable"] is False and g["separability_method"] == "structure"
+    assert g["prefix_contexts"] == 2 and g["prefix_mass"] == pytest.approx(0.8) and g["prefix_maximal"]
     assert g["svm_norm"] is None and g["cos_perp_mm"] is None and g["margin_ratio"] is None
     assert g["separated_fraction"] == pytest.approx(_naive(data, W)["separated_fraction"])
     assert g["finite_rel_error"] == pytest.approx(_naive(data, W)["finite_rel_error"])

@@ -14,7 +14,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "ntpbias"
 
 #: bottom to top; a module may import its own layer and the layers below it
 LAYERS = [
-    ("plumbing", {"errors", "_lazy", "_tensor", "_repr", "io", "config", "limits", "stats", "parallel"}),
+    ("plumbing", {"errors", "_lazy", "_tensor", "_repr", "io", "config", "limits", "threads", "signals", "progress",
+                  "stats", "parallel"}),
     ("data", {"data"}),
     ("models", {"models"}),
     ("geometry", {"geometry"}),

@@ -3,6 +3,7 @@ the gradient floor) and joint minibatch training of the nn.Modules (autograd gra
 themselves, epoch permutations, AdamW + step decay against torch.optim, exact resume, seed batching)."""
 
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -220,7 +221,8 @@ def test_seed_batching_does_not_change_a_run():
 
 
 class _Interrupting:
-    """Wrap a problem so that ``loss_and_grad`` raises KeyboardInterrupt at one step (a Ctrl-C mid-epoch)."""
+    """Wrap a problem so that SIGTERM (a scheduler's stop, handled as Ctrl-C) arrives during ``loss_and_grad`` at one
+    step (mid-epoch; the handler in place runs): the loop finishes that step and stops before the next."""
 
     def __init__(self, problem, at):
         self.problem, self.at = problem, at
@@ -230,7 +232,7 @@ class _Interrupting:
 
     def loss_and_grad(self, params, step, generators):
         if step == self.at:
-            raise KeyboardInterrupt
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
         return self.problem.loss_and_grad(params, step, generators)
 
     def metrics(self, params):
@@ -250,7 +252,7 @@ def test_resume_after_an_interrupt_mid_epoch_equals_the_uninterrupted_run(tmp_pa
     full = trainer(ClassifierProblem(ds, d=6, batch_size=16), tmp_path / "full").run()
     stop = 2 * spe + 1  # in the middle of epoch 2, after the decay
     first = trainer(_Interrupting(ClassifierProblem(ds, d=6, batch_size=16), stop), tmp_path / "part").run()
-    assert first.status == "interrupted" and first.step == stop
+    assert first.status == "interrupted" and first.step == stop + 1
     resumed = trainer(ClassifierProblem(ds, d=6, batch_size=16), tmp_path / "part").run(resume=True)
     assert resumed.status == "completed" and resumed.step == 5 * spe
     for name in full.params:

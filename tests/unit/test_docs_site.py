@@ -84,8 +84,8 @@ def network_loads(site: Path) -> list[str]:
 @pytest.mark.slow
 def test_built_site_loads_nothing_from_the_network(tmp_path):
     """`mkdocs build --strict`, then every script, stylesheet, font and image of every page is local and exists
-    (the docs extra installs mkdocs; without it, as in the test stage of CI, this test is skipped and CI runs it again
-    after installing the extra)."""
+    (the docs extra installs mkdocs, and the README's test command, CI's, installs the extra; without it this test is
+    skipped)."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_MKDOCS_2_WARNING": "1"}

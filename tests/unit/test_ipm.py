@@ -183,14 +183,22 @@ def test_ipm_newton_blocks_solve_the_newton_system():
 
 
 def test_lm_geometry_routes_the_ntp_svm_to_the_ipm():
-    """`lm analyze`'s geometry (geometry/lm.py) solves a model's NTP-SVM by the interior-point method where it fits,
-    and passes an explicit backend through."""
+    """`lm analyze`'s geometry (geometry/lm/paper_a.py) solves a model's NTP-SVM, and the separable prefix's, by the
+    interior-point method where it fits, and passes an explicit backend through."""
     from ntpbias.geometry.lm import logit_reference, model_geometry
+    from ntpbias.geometry.separability.decide import subset
 
     data = spectrum_data(12, 16, 8, 6, 1e4, seed=8)
     ref = logit_reference(data, nuclear=False)
     W = torch.randn(data.V, data.d, generator=torch.Generator().manual_seed(0), dtype=F64)
     auto = model_geometry(data, W, ref)
-    assert ipm_mod.fits(data.V, data.m) and auto.analysis.svm.solver == "ipm" and auto.values["svm_certified"]
-    assert model_geometry(data, W, ref, solver="clarabel").analysis.svm.solver == "clarabel"
+    assert ipm_mod.fits(data.V, data.m) and auto.paper_a.svm.solver == "ipm" and auto.values["svm_certified"]
+    assert model_geometry(data, W, ref, solver="clarabel").paper_a.svm.solver == "clarabel"
     assert auto.values["svm_norm"] == pytest.approx(ntp_svm(data, "clarabel").norm, rel=1e-6)
+    # not separable (d = 1 < m): the two most frequent contexts are the longest separable prefix, with their own W^mm
+    tied = NTPData.from_arrays([[1.0], [-2.0], [-1.0]], [[0.3, 0.7, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
+                               [0.5, 0.3, 0.2])
+    g = model_geometry(tied, torch.tensor([[1.0], [0.5], [-1.0]], dtype=F64), logit_reference(tied, nuclear=False))
+    assert g.values["separable"] is False and g.values["prefix_contexts"] == 2
+    assert g.prefix_svm.solver == "ipm" and g.values["prefix_svm_certified"]
+    assert g.values["prefix_svm_norm"] == pytest.approx(ntp_svm(subset(tied, torch.tensor([0, 1])), "clarabel").norm, rel=1e-6)

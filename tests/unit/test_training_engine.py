@@ -2,6 +2,7 @@
 checkpoints and exact resume, divergence and interruption handling."""
 
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -145,13 +146,15 @@ def test_batched_seeds_equal_sequential_runs(small, tmp_path):
 
 
 class _InterruptAt(LinearNTPProblem):
-    """Raises Ctrl-C when asked for the gradient at step ``stop``."""
+    """A scheduler's SIGTERM arrives while computing the gradient of step ``stop`` (the handler in place runs, as Python
+    runs it when the signal arrives; ``os.kill`` would leave the moment to the interpreter, and SIGINT may be ignored
+    in a background job): the loop finishes that step and stops before the next one."""
 
     stop = -1
 
     def loss_and_grad(self, params, step, generators):
         if step == self.stop:
-            raise KeyboardInterrupt
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
         return super().loss_and_grad(params, step, generators)
 
 
@@ -162,7 +165,7 @@ def test_resume_equals_uninterrupted(small, tmp_path):
     problem = _InterruptAt(data, ref)
     problem.stop = 120
     first = Trainer(problem, Optimizer(opt), cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "p").run()
-    assert first.status == "interrupted" and first.step == 120
+    assert first.status == "interrupted" and first.step == 121
     resumed = Trainer(LinearNTPProblem(data, ref), Optimizer(opt), cfg, seeds=[0, 1],
                       checkpoint_dir=tmp_path / "p").run(resume=True)
     assert resumed.status == "completed"
@@ -207,14 +210,15 @@ def test_deferred_nonfinite_check_reports_the_exact_step_and_drops_later_rows(sm
     assert h.steps[-1] == 35  # rows after the first bad step are dropped
 
 
-def test_keyboard_interrupt_writes_a_checkpoint(small, tmp_path):
+def test_a_stop_signal_writes_a_checkpoint(small, tmp_path):
     data, ref = small
     problem = _InterruptAt(data, ref)
     problem.stop = 50
     h = Trainer(problem, Optimizer(OptimizerConfig()), TrainConfig(steps=100), seeds=[0], checkpoint_dir=tmp_path).run()
-    assert h.status == "interrupted" and h.step == 50 and "resume" in h.message
+    assert h.status == "interrupted" and h.step == 51 and "terminated at step 51" in h.message
+    assert "--resume" in h.message
     state = torch.load(tmp_path / "last.pt", weights_only=True)
-    assert state["step"] == 50 and state["status"] == "interrupted"
+    assert state["step"] == 51 and state["status"] == "interrupted"
     assert torch.equal(state["params"]["W"], h.params["W"])
 
 
@@ -229,3 +233,24 @@ def test_sgd_gradients_are_unbiased(small):
         # and the estimate is not trivially the full gradient
         assert not torch.allclose(g["W"], full)
     assert np.isfinite(float(ref.F.norm_W_star))
+
+
+def test_a_signal_after_the_last_step_is_delivered_when_the_loop_ends(small, tmp_path):
+    data, ref = small
+
+    class InterruptLast(LinearNTPProblem):
+        def loss_and_grad(self, params, step, generators):
+            if step == 9:  # during the last step: no safe point follows, so the loop cannot stop for it
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+            return super().loss_and_grad(params, step, generators)
+
+    trainer = Trainer(InterruptLast(data, ref), Optimizer(OptimizerConfig()), TrainConfig(steps=10), seeds=[0],
+                      checkpoint_dir=tmp_path)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own Ctrl-C, whatever ran before
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trainer.run()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert state["step"] == 10 and state["status"] == "completed"  # the finished training was saved first

@@ -2,6 +2,7 @@
 references, batched runs, resume == uninterrupted, prediction, the Theorem-3 input builder, configs."""
 
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -235,12 +236,12 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch):
 
     def interrupted(self, params, step, generators):
         if step == 25:
-            raise KeyboardInterrupt
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # SIGTERM: step 25 ends, then it stops
         return original(self, params, step, generators)
 
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", interrupted)
     part = train_two_stage(task, checkpoint_dir=tmp_path, **kw)
-    assert part.stage2.status == "interrupted" and part.stage2.step == 25
+    assert part.stage2.status == "interrupted" and part.stage2.step == 26
     monkeypatch.setattr(Stage2Problem, "loss_grad_metrics", original)
     resumed = train_two_stage(task, checkpoint_dir=tmp_path, resume=True, **kw)
     assert resumed.status == "completed"
@@ -303,13 +304,17 @@ def test_config_defaults_are_the_papers():
     assert cfg.step_sizes(20) == pytest.approx((0.2 / math.sqrt(20), 0.05 / math.sqrt(20)), rel=1e-15)
     assert ex.TransformerConfig(stage1=ex.StageConfig(lr=0.3)).step_sizes(4) == pytest.approx((0.3, 0.025))
     # train.steps sets both stages; a stage's own steps override it
-    both = ex.TransformerConfig(train=ex.TransformerTrainConfig(steps=50), stage2=ex.StageConfig(steps=7))
-    assert both.stage_steps == (50, 7)
+    both = ex.TransformerConfig(train=ex.TransformerTrainConfig(steps=50), stage2=ex.Stage2Config(steps=7))
+    assert both.stage_steps == (50, 7) and both.stage2_steps(2080) == 7
+    # stage2.past_t0 runs stage 2 to a multiple of Lemma 7's t_0 (Example 1: t_0 = 2080)
+    assert ex.TransformerConfig(stage2=ex.Stage2Config(steps=7, past_t0=6)).stage2_steps(2080) == 12480
 
 
 @pytest.mark.parametrize("kwargs", [{"model": {"algorithm": "three-stage"}}, {"model": {"embedding": "random"}},
                                     {"model": {"init": "ones"}}, {"stage2": {"steps": -1}}, {"seeds": 0},
-                                    {"stage2": {"lr": -1.0}}, {"dtype": "float32"}, {"steps1": 5}])
+                                    {"stage2": {"lr": -1.0}}, {"dtype": "float32"}, {"steps1": 5},
+                                    {"stage2": {"past_t0": -1.0}},
+                                    {"model": {"algorithm": "joint"}, "stage2": {"past_t0": 3.0}}])
 def test_bad_configs_are_rejected(kwargs):
     from ntpbias.config import from_dict
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import warnings
 
 import click
 
 from ..errors import NTPBiasError
+from ..signals import received, signal_name, terminate_like_interrupt
+from ..threads import apply_threads
 from . import (  # noqa: F401  (each registers its command)
     analyze,
     corpus,
@@ -33,10 +36,12 @@ from . import (  # noqa: F401  (each registers its command)
 )
 from ._common import EXIT_USER_ERROR, cli
 
-__all__ = ["EXIT_BUG", "EXIT_USER_ERROR", "cli", "main"]
+__all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_USER_ERROR", "cli", "main"]
 
 #: exit status of an unexpected exception (a bug in ntpbias or a library), as opposed to a user mistake (2)
 EXIT_BUG = 1
+#: exit statuses of a run stopped by Ctrl-C (SIGINT) and by SIGTERM (a scheduler), as a shell reports a signal's death
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,7 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     try:
-        with warnings.catch_warnings(), _quiet_workers(not debug):
+        apply_threads()  # done when ntpbias was imported; raises here when NTPBIAS_THREADS is not a count
+        with warnings.catch_warnings(), _quiet_workers(not debug), terminate_like_interrupt():
             if not debug:
                 warnings.simplefilter("ignore")
             rv = cli.main(args=args, prog_name="ntpbias", standalone_mode=False)
@@ -53,8 +59,7 @@ def main(argv: list[str] | None = None) -> None:
             if debug:
                 raise exc.__context__ from None
             _bug(exc.__context__)
-        click.echo("ntpbias: interrupted", err=True)
-        sys.exit(130)
+        _stopped(exc, args)
     except click.ClickException as exc:
         if debug:
             raise
@@ -63,9 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         _fail(str(exc))
-    except KeyboardInterrupt:
-        click.echo("ntpbias: interrupted", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (ntpbias.signals.Terminated)
+        _stopped(exc, args)
     except Exception as exc:  # a bug: never dressed up as a user error
         if debug:
             raise
@@ -87,6 +91,46 @@ def _quiet_workers(quiet: bool):
                 os.environ.pop("PYTHONWARNINGS", None)
             else:
                 os.environ["PYTHONWARNINGS"] = before
+
+
+def _stopped(exc: BaseException, args: list[str]) -> None:
+    """Ctrl-C (exit 130) or SIGTERM (exit 143): one line saying where the run stopped and the command that continues
+    it (the outputs and the checkpoint were written, and the run directory released, on the way out)."""
+    signum = received()
+    where = getattr(exc, "where", "") or getattr(exc.__context__, "where", "")  # click's Abort wraps it
+    line = f"ntpbias: {signal_name(signum)}{' ' + where if where else ''}"
+    again = continue_command(args)
+    if again:
+        line += f"; continue with: {again}"
+    click.echo(line, err=True)
+    sys.exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
+
+
+def continue_command(args: list[str]) -> str:
+    """The command that continues an interrupted ``ntpbias ARGS``: with ``--resume`` (and without ``--overwrite``)
+    for a command that has it, the same command for ``sweep`` (which resumes by itself), "" for the others.
+
+    >>> continue_command(["train", "--preset", "linear-fig4-gd", "--out", "runs/gd", "--overwrite"])
+    'ntpbias train --preset linear-fig4-gd --out runs/gd --resume'
+    >>> continue_command(["analyze", "data.npz", "--out", "a"])
+    ''
+    """
+    import shlex
+
+    command: click.Command = cli
+    for word in (a for a in args if not a.startswith("-")):
+        if not isinstance(command, click.Group):
+            break
+        command = command.commands.get(word)
+        if command is None:
+            return ""
+    names = {p.name for p in command.params}
+    if "resume" not in names and command.name != "sweep":
+        return ""
+    again = [a for a in args if a != "--overwrite"]
+    if "resume" in names and "--resume" not in again:
+        again.append("--resume")
+    return "ntpbias " + shlex.join(again)
 
 
 def _bug(exc: BaseException) -> None:

@@ -53,18 +53,26 @@ def load_ntp_data(path: str, *, context_length: int | None, autoregressive: bool
                           max_context=max_context, embedding=embedding)
 
 
-def max_memory_option(command):
-    """The ``--max-memory`` option of a command that allocates: its body runs under that memory budget
-    (:func:`ntpbias.limits.memory_budget`; default: the memory available when each estimate is checked)."""
+def resource_options(command):
+    """The ``--max-memory`` and ``--threads`` options of a command that does work: its body runs with that many
+    threads (:func:`ntpbias.threads.apply_threads`, set before the body imports numpy or torch) and under that memory
+    budget (:func:`ntpbias.limits.memory_budget`; default: the memory available when each estimate is checked)."""
     import functools
 
     @functools.wraps(command)
-    def run(*args, max_memory=None, **kwargs):
+    def run(*args, max_memory=None, threads=None, **kwargs):
         from ..limits import memory_budget
+        from ..threads import apply_threads
 
+        if threads is not None:
+            apply_threads(threads)
         with memory_budget(max_memory):
             return command(*args, **kwargs)
 
+    run = click.option("--threads", type=click.IntRange(1, 4096), default=None, metavar="N",
+                       help="Threads for torch and BLAS (default 1, or NTPBIAS_THREADS, or OMP_NUM_THREADS; "
+                            "docs/errors-and-limits.md#threads); more threads pay off only on large dense "
+                            "problems.")(run)
     return click.option("--max-memory", default=None, metavar="SIZE",
                         help="Memory this command may take, e.g. 16G or 500M (default: what is available now; "
                              "none: no check). Work whose estimate exceeds it is refused before it starts "
@@ -80,13 +88,13 @@ def overwrite_option(command):
 
 def run_dir_options(command):
     """The options of a command that trains into a run directory (``train``, ``lm train``): ``--out``, ``--resume``,
-    ``--overwrite``, ``--json`` (summary.json to stdout), ``--quiet`` and ``--max-memory``."""
+    ``--overwrite``, ``--json`` (summary.json to stdout), ``--quiet``, ``--max-memory`` and ``--threads``."""
     options = [click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory."),
                click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out."),
                overwrite_option,
                click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout."),
                click.option("--quiet", is_flag=True, help="No progress display."),
-               max_memory_option]
+               resource_options]
     for option in reversed(options):  # the help lists them in this order
         command = option(command)
     return command

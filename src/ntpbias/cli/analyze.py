@@ -9,7 +9,7 @@ import click
 
 from .. import __version__
 from ..config import INT64_MAX
-from ._common import _console, cli, load_ntp_data, max_memory_option, overwrite_option
+from ._common import cli, load_ntp_data, overwrite_option, resource_options
 
 
 def _fmt(x) -> str:
@@ -53,7 +53,7 @@ def _fmt(x) -> str:
 @overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def analyze(data, out, context_length, autoregressive, max_context, embedding, solver, float32, max_iter, device,
             with_ufm, norms, overwrite, as_json, quiet):
     """Compute the theory's objects for NTP data: H, F, W*, separability, W^mm.
@@ -71,6 +71,11 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
       ntpbias analyze data.npz --ufm --out runs/a     # + the log-bilinear model's nuclear-norm SVM
       ntpbias analyze data.npz --norms l2,linf,l1,spectral,nuclear --out runs/norms
     """
+    from ..io import input_file
+
+    input_file(data)  # a missing file is refused before numpy and torch are loaded (seconds)
+    if embedding.endswith(".npy"):
+        input_file(embedding, "--embedding")
 
     import torch
 
@@ -78,38 +83,38 @@ def analyze(data, out, context_length, autoregressive, max_context, embedding, s
     from ..geometry.analysis import analyze as run_analysis
     from ..geometry.norms import parse_norms
     from ..io import check_output_dir, sha256_file, write_json, write_npz
+    from ..progress import task
     from ..results import check_earlier_run, claim_run_dir
 
     norm_list = parse_norms(norms) if norms else ()  # a bad list fails before any work
-    console = _console(quiet)
     dev = resolve_device(device)
     out = check_output_dir(out, ("analysis.json", "geometry.npz"))
     check_earlier_run(out, overwrite=overwrite)
-    with console.status("reading data"):
+    with task("analyze: reading data", enabled=not quiet) as status:
         ntp = load_ntp_data(data, context_length=context_length, autoregressive=autoregressive,
                             max_context=max_context, embedding=embedding)
-    if dev.type != "cpu":
-        ntp = ntp.to(dev)
-    options = {"dtype": "float32"} if float32 else {}
-    if max_iter is not None:
-        options["max_iter"] = max_iter
-    with console.status("analyzing") as status:
-        result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(f"analyzing: {msg}"),
+        if dev.type != "cpu":
+            ntp = ntp.to(dev)
+        options = {"dtype": "float32"} if float32 else {}
+        if max_iter is not None:
+            options["max_iter"] = max_iter
+        status.update(description="analyze")
+        result = run_analysis(ntp, solver=solver, progress=lambda msg: status.update(description=f"analyze: {msg}"),
                               solver_options=options, norms=norm_list)
-    record = result.to_dict()
-    arrays = result.arrays()
-    if with_ufm:
-        from ..geometry.ufm.logit_svm import ufm_summary
+        record = result.to_dict()
+        arrays = result.arrays()
+        if with_ufm:
+            from ..geometry.ufm.logit_svm import ufm_summary
 
-        with console.status("log-bilinear model: nuclear-norm NTP-SVM"):
+            status.update(description="analyze: log-bilinear model: nuclear-norm NTP-SVM")
             ufm_record, ufm_arrays = ufm_summary(ntp.to(device="cpu", dtype=torch.float64),
                                                  "auto" if solver == "auto" else ("admm" if solver == "dual"
                                                                                   else "clarabel"))
-        record["ufm"] = ufm_record
-        arrays.update(ufm_arrays)
-        if not ufm_record["svm"]["certified"]:
-            record["notes"].append(f"the nuclear-norm NTP-SVM missed its tolerance: relative duality gap "
-                                   f"{ufm_record['svm']['gap_rel']:.2e}")
+            record["ufm"] = ufm_record
+            arrays.update(ufm_arrays)
+            if not ufm_record["svm"]["certified"]:
+                record["notes"].append(f"the nuclear-norm NTP-SVM missed its tolerance: relative duality gap "
+                                       f"{ufm_record['svm']['gap_rel']:.2e}")
     record["input"] = {
         "path": str(data), "sha256": sha256_file(data), "context_length": context_length,
         "autoregressive": autoregressive, "max_context": max_context,

@@ -10,7 +10,7 @@ import click
 
 from .. import __version__
 from ..config import INT64_MAX
-from ._common import _console, check_output_file, cli, max_memory_option, overwrite_option
+from ._common import _console, check_output_file, cli, overwrite_option, resource_options
 
 
 @cli.command()
@@ -46,7 +46,7 @@ from ._common import _console, check_output_file, cli, max_memory_option, overwr
               help="Shards of contiguous documents (default: 4 per worker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab, keep_case, no_punctuation, out,
            overwrite, export, embedding, executor, workers, scheduler, shards, as_json, quiet):
     """Next-token statistics of TEXT per context length: distinct contexts, support sizes, entropies H_t.

@@ -11,7 +11,7 @@ import click
 
 from ..config import INT64_MAX
 from ..errors import ConfigError
-from ._common import _console, cli, command_line, max_memory_option, overwrite_option, run_dir_options
+from ._common import _console, cli, command_line, overwrite_option, resource_options, run_dir_options
 
 #: the files ``lm analyze`` writes into --out
 ANALYSIS_FILES = ("analysis.json", "ntp_data.npz", "lm_geometry.npz", "report.html")
@@ -24,15 +24,17 @@ def lm():
     \b
     Examples:
       ntpbias lm train --preset lm-shakespeare --out runs/lm            # the built-in Shakespeare (< 10 min, 1 CPU)
+      ntpbias lm train --preset lm-shakespeare-1k --out runs/lm1k       # V = 1024 (< 15 CPU min)
       ntpbias lm train my_text.txt --set model.d=64 --out runs/mine     # any text, one sequence per line
       ntpbias lm analyze runs/lm --context-length 1 --out runs/lm-geo   # every checkpoint on the training text
+      ntpbias lm analyze runs/lm --context-length 2 --checkpoints 4 --out runs/lm-t2
       ntpbias lm analyze --hf ./my-gpt2 --text my_text.txt --out runs/hf
     """
 
 
 @lm.command("train")
 @click.argument("text", required=False)
-@click.option("--preset", help="An lm preset: lm-shakespeare, lm-planted (see `ntpbias list`).")
+@click.option("--preset", help="An lm preset: lm-shakespeare, lm-shakespeare-1k, lm-planted (see `ntpbias list`).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="A TOML config (e.g. a run's config.toml).")
 @click.option("--scale", type=click.Choice(["smoke", "quick", "paper"]), default="paper", show_default=True,
@@ -51,6 +53,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
     \b
     Examples:
       ntpbias lm train --preset lm-shakespeare --out runs/lm
+      ntpbias lm train --preset lm-shakespeare-1k --device cuda --out runs/lm1k
       ntpbias lm train corpus.txt --set data.tokenizer=char --set model.context=64 --out runs/char
       ntpbias lm train --preset lm-planted --set seeds=3 --out runs/planted
     """
@@ -68,8 +71,8 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
     if preset is not None:
         cfg = get_preset(preset).make(scale)
         if not isinstance(cfg, LMConfig):
-            raise ConfigError(f"--preset {preset} is not a language-model preset; use lm-shakespeare or lm-planted "
-                              "(or `ntpbias train --preset` for the other experiments)")
+            raise ConfigError(f"--preset {preset} is not a language-model preset; use lm-shakespeare, "
+                              "lm-shakespeare-1k or lm-planted (or `ntpbias train --preset` for the other experiments)")
     else:
         cfg = load_toml(LMConfig, config_path) if config_path else LMConfig()
     if text is None and preset is None and config_path is None:
@@ -115,15 +118,18 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
 @click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
               show_default=True, help="NTP-SVM backend (the nuclear-norm SVM: clarabel or ADMM).")
 @click.option("--no-nuclear", is_flag=True, help="Skip the nuclear-norm SVM (the log-bilinear model's L^mm).")
+@click.option("--prefix/--no-prefix", default=True, show_default=True,
+              help="Where the features are not separable, find the longest separable prefix of the contexts by "
+                   "frequency and its W^mm (prefix_*).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the model computes the features (the geometry runs on the CPU in float64).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print analysis.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vocab, checkpoints, seed_index, solver,
-            no_nuclear, device, out, overwrite, as_json, quiet):
+            no_nuclear, prefix, device, out, overwrite, as_json, quiet):
     """Measure the NTP geometry of a model at every checkpoint: the text's NTP data at context length T, the model's
     last hidden states on those contexts and its unembedding, read as paper A's linear decoder and as the
     log-bilinear model (docs/lm.md). Writes OUT/analysis.json (curves over checkpoints under `lm`), OUT/ntp_data.npz
@@ -133,7 +139,9 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
     \b
     Examples:
       ntpbias lm analyze runs/lm --out runs/lm-geo
-      ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/t2
+      ntpbias lm analyze runs/lm --context-length 3 --checkpoints 3 --out runs/t3
+      ntpbias lm analyze runs/lm1k --context-length 2 --max-contexts 20000 --checkpoints 6 --out runs/t2
+      ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/o
       ntpbias lm analyze --hf ./tiny-gpt2 --text corpus.txt --vocab text --out runs/hf
     """
     from ..experiments.lm.analysis import HFModels, RunModels, analyze_models, text_contexts
@@ -159,11 +167,12 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
         status.update("the text's NTP data")
         contexts = text_contexts(models, lines, context_length, max_tokens=limit if max_tokens is None else max_tokens,
                                  max_contexts=max_contexts, vocab=vocab, source=source)
-        result = analyze_models(models, contexts, solver=solver, nuclear=not no_nuclear, checkpoints=checkpoints,
-                                say=lambda msg: status.update(msg))
+        result = analyze_models(models, contexts, solver=solver, nuclear=not no_nuclear, prefix=prefix,
+                                checkpoints=checkpoints, say=lambda msg: status.update(msg))
     result.record["input"] = {"models": models.source, "text": source, "context_length": context_length,
                               "max_tokens": limit if max_tokens is None else max_tokens, "max_contexts": max_contexts,
-                              "vocab": vocab, "checkpoints": checkpoints, "seed_index": seed_index if run_dir else None}
+                              "vocab": vocab, "checkpoints": checkpoints, "seed_index": seed_index if run_dir else None,
+                              "prefix": prefix, "device": device}
     with claim_run_dir(outdir, overwrite=overwrite):  # only once the results exist: a failed run leaves nothing
         result.data.save(outdir / "ntp_data.npz", W=result.W)
         write_npz(outdir / "lm_geometry.npz", **result.arrays)
@@ -185,11 +194,53 @@ def _print_final(record: dict, out: Path) -> None:
                   f"{record['d']})", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    for key in ("loss_gap", "finite_rel_error", "separable", "svm_norm", "cos_perp_mm", "margin", "margin_ratio",
-                "separated_fraction", "logit_cos_perp_mm", "cos_word_gram", "cos_context_gram", "within_angle",
-                "between_angle"):
+    for key in ("loss_gap", "finite_rel_error", "finite_rel_error_weighted", "rank_H", "separable",
+                "separability_method", "compatible", "svm_norm", "cos_perp_mm", "margin", "margin_ratio",
+                "separated_fraction", "prefix_contexts", "prefix_mass", "logit_cos_perp_S", "logit_cos_perp_mm",
+                "cos_word_gram", "cos_context_gram", "collapse_ratio", "sub_collapse_ratio", "cpu_seconds"):
         v = final.get(key)
         table.add_row(key, "-" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v)))
     console = Console()
     console.print(table)
+    baselines = record["lm"]["reference"]["baselines"]
+    line = ", ".join(f"{name} {b['logit_cos_perp_S']:.3f}" for name, b in baselines.items()
+                     if b.get("logit_cos_perp_S") is not None)
+    console.print(f"baselines of logit_cos_perp_S: {line}", highlight=False)
+    for note in record.get("notes", []):
+        console.print(f"note: {note}", highlight=False)
     console.print(f"wrote {out}/ (analysis.json, ntp_data.npz, lm_geometry.npz, report.html)", highlight=False)
+
+
+@lm.command("compare")
+@click.argument("analyses", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@overwrite_option
+@click.option("--json", "as_json", is_flag=True, help="Print compare.json to stdout.")
+def compare(analyses, out, overwrite, as_json):
+    """Compare the last checkpoints of several `lm analyze` outputs (folders or their analysis.json): runs with the same
+    V, d and context length T are seeds of one setting (mean ± sd). Writes OUT/compare.json, OUT/figures/lm-across.png
+    (each quantity against T, one line per d, beside the add-1 and unigram baselines) and OUT/report.html.
+
+    \b
+    Examples:
+      ntpbias lm compare runs/geo-t1 runs/geo-t2 runs/geo-t3 --out runs/across-T
+      ntpbias lm compare runs/s*/geo-t* runs/d32/geo-t* --out runs/across
+    """
+    from ..experiments.lm.compare import compare as compare_runs
+    from ..experiments.lm.compare import read_record
+    from ..io import check_output_dir, write_json
+    from ..report import draw, render
+    from ..results import check_earlier_run, claim_run_dir
+
+    rows = [read_record(a) for a in analyses]
+    outdir = check_output_dir(out, ("compare.json", "report.html"), ("figures",))
+    check_earlier_run(outdir, overwrite=overwrite)
+    summary, section = compare_runs(rows)
+    with claim_run_dir(outdir, overwrite=overwrite):
+        write_json(outdir / "compare.json", {"summary": summary, "runs": rows})
+        draw(section, outdir)
+        render(outdir, [section], title=section.title, command=command_line())
+    if as_json:
+        click.echo((outdir / "compare.json").read_text(encoding="utf-8"))
+    else:
+        click.echo(f"compared {len(rows)} runs in {len(summary)} settings; wrote {outdir}/ (compare.json, report.html)")

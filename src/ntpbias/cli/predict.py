@@ -7,7 +7,7 @@ import json
 import click
 
 from ..config import INT64_MAX
-from ._common import cli, max_memory_option
+from ._common import cli, resource_options
 
 
 @cli.command()
@@ -27,7 +27,7 @@ from ._common import cli, max_memory_option
 @click.option("--json", "as_json", is_flag=True,
               help='Print a JSON list of {"input", "prediction", "probability", "runner_up", "runner_up_probability", '
                    '"tie", "guarantee", "query_seen"}.')
-@max_memory_option
+@resource_options
 def predict(train, inputs, embedding, steps, seed, allow_violations, as_json):
     """Train on SENTENCES with Algorithm 1 and print the predicted next token of each --input, with the result
     that covers it.

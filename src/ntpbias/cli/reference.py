@@ -20,7 +20,8 @@ HEADER = """# Command-line reference
 
 Every command of `ntpbias`, generated from its `--help` (`python -m ntpbias.cli.reference > docs/cli.md`). Exit
 status: 0 done, 1 a bug, 2 a user mistake (one line `ntpbias: error: ...`, nothing written), 3 a completed
-`reproduce` with a failing graded check (every output written first), 130 interrupted.
+`reproduce` with a failing graded check (every output written first), 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM); both name the command that continues the run.
 """
 
 

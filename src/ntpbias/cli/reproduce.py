@@ -8,7 +8,7 @@ import click
 
 from ..config import INT64_MAX
 from ..experiments.base import SCALES
-from ._common import _console, cli, command_line, exit_status, max_memory_option, overwrite_option, print_checks
+from ._common import _console, cli, command_line, exit_status, overwrite_option, print_checks, resource_options
 
 
 @cli.command()
@@ -34,7 +34,7 @@ from ._common import _console, cli, command_line, exit_status, max_memory_option
               "in OUT from its saved outputs, without training (attention-imdb).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def reproduce(ids, out, scale, seeds, device, resume, overwrite, executor, workers, scheduler, yelp, regrade, as_json,
               quiet):
     """Reproduce experiments and figures: trainings, theory checks, figures and report.html.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._common import check_output_file, cli, max_memory_option
+from ._common import check_output_file, cli, resource_options
 
 #: Violations shown per check in the table output (the JSON lists all).
 SHOWN = 5
@@ -36,7 +36,7 @@ def load_sentences(name: str):
 @click.option("--plot", "plot_path", default=None, metavar="OUT.png",
               help="Also draw paper C's Figure 1 for the dataset: the collocation and each query's partial order "
                    "(.png, .svg or .pdf).")
-@max_memory_option
+@resource_options
 def structure(sentences, query, max_margin, as_json, plot_path):
     """Collocation, query-dependent partial orders, token classes and Assumptions 1 and 3 of a dataset.
 

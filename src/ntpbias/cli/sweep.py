@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..config import INT64_MAX
-from ._common import _console, cli, max_memory_option, overwrite_option
+from ._common import _console, cli, overwrite_option, resource_options
 
 
 @cli.command()
@@ -30,7 +30,7 @@ from ._common import _console, cli, max_memory_option, overwrite_option
 @click.option("--dry-run", is_flag=True, help="Check the sweep file and list the cells; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep's summary.json to stdout.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-@max_memory_option
+@resource_options
 def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overrides, retry_failed, overwrite, dry_run,
           as_json, quiet):
     """Run every cell of SWEEP_FILE (a base preset or config x axes of settings and seeds).
@@ -48,6 +48,10 @@ def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overri
       ntpbias sweep examples/sweep_linear_seeds.toml --out runs/seeds --scheduler tcp://node01:8786
       ntpbias sweep examples/sweep_linear_seeds.toml --out runs/seeds --dry-run
     """
+    from ..io import input_file
+
+    input_file(sweep_file)  # a missing file is refused before numpy and torch are loaded (seconds)
+
     from ..sweep import load_sweep, run_sweep
 
     spec = load_sweep(sweep_file, overrides=overrides,
@@ -56,15 +60,17 @@ def sweep(sweep_file, out, executor, workers, scheduler, connect_timeout, overri
     if dry_run:
         _dry_run(spec)
         return
+    from ..progress import task
+
     console = _console(quiet)
     command = "ntpbias " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "ntpbias sweep"
-    bar = _Progress(console) if console.is_terminal and not console.quiet else None
-    try:
-        result = run_sweep(spec, out, retry_failed=retry_failed, overwrite=overwrite,
-                           progress=bar.update if bar else None, say=console.log, command=command)
-    finally:
-        if bar is not None:
-            bar.stop()
+    with task("sweep", unit="cell", enabled=not quiet) as cells:
+        def show(state: dict) -> None:
+            cells.update(total=state["total"], completed=state["done"] + state["failed"],
+                         description=f"sweep (running {state['running']}, failed {state['failed']})")
+
+        result = run_sweep(spec, out, retry_failed=retry_failed, overwrite=overwrite, progress=show, say=console.log,
+                           command=command)
     if as_json:
         click.echo((Path(out) / "summary.json").read_text(encoding="utf-8"))
     else:
@@ -95,26 +101,3 @@ def _dry_run(spec) -> None:
         if n > DRY_RUN_LIST and i == DRY_RUN_ENDS:
             click.echo(f"  ... {n - 2 * DRY_RUN_ENDS:,} more cells (counted, not listed) ...")
         click.echo(f"  {cell.directory:<40} {cell.key}")
-
-
-class _Progress:
-    """A rich bar over cells with done / running / failed counts."""
-
-    def __init__(self, console):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("running {task.fields[running]} · failed {task.fields[failed]}"),
-                                  TimeElapsedColumn(), console=console, transient=True)
-        self._task = None
-
-    def update(self, state: dict) -> None:
-        if self._task is None:
-            self._progress.start()
-            self._task = self._progress.add_task("sweep", total=state["total"], running=0, failed=0)
-        self._progress.update(self._task, completed=state["done"] + state["failed"], running=state["running"],
-                              failed=state["failed"])
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._progress.stop()

@@ -88,11 +88,13 @@ class RunContext:
 
 
 def raise_if_failed(history) -> None:
-    """After the outputs of a run are written: a diverged run is a user error (exit 2), an interrupted one re-raises
-    Ctrl-C (exit 130)."""
+    """After the outputs of a run are written: a diverged run is a user error (exit 2), one stopped by Ctrl-C or
+    SIGTERM raises :class:`~ntpbias.signals.Stopped` (exit 130 or 143, with the command that continues it)."""
     if history.status == "diverged":
         from ..errors import TrainingDivergedError
 
         raise TrainingDivergedError(history.message)
     if history.status == "interrupted":
-        raise KeyboardInterrupt
+        from ..signals import Stopped
+
+        raise Stopped(f"at step {history.step}")

@@ -41,7 +41,6 @@ from ..config import INT64_MAX
 from ..errors import ConfigError, NTPBiasError, SolverError
 
 EXECUTORS = ("inprocess", "local", "dask")
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _READY = "ready"  # a local worker's first message: it started
 
 
@@ -187,8 +186,7 @@ def _worker_main(conn) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    for var in _THREAD_VARS:
-        os.environ[var] = "1"  # one BLAS/torch thread per worker: set before a task imports torch
+    # threads: importing ntpbias (to unpickle this function) applied the parent's count, inherited as NTPBIAS_THREADS
     conn.send(_READY)
     while True:
         try:
@@ -293,8 +291,8 @@ def dask_client(cfg: ExecutorConfig):
             raise ConfigError(f"cannot reach the Dask scheduler at {cfg.scheduler} within {cfg.connect_timeout:g} s "
                               f"({_one_line(exc)}); check --scheduler (tcp://host:8786) and that `dask scheduler` "
                               "is running there") from None
-    for var in _THREAD_VARS:  # the workers inherit the environment: one BLAS thread each
-        os.environ.setdefault(var, "1")
+    # the workers inherit NTPBIAS_THREADS (ntpbias.threads), which their import of ntpbias applies over the nanny's
+    # one-thread defaults
     cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR)
     return Client(cluster)

@@ -38,7 +38,8 @@ def render(run_dir: str | Path, sections: list[Section], *, title: str, command:
     html = template.render(
         title=title, version=__version__, created=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"), command=command,
         sections=sections, images=images, fmt=format_value, headline=headline(checks),
-        n_failed=tally(checks)["failed"], section_headline=lambda s: headline(s.checks),
+        n_failed=tally(checks)["failed"], n_checks=len(checks),
+        section_headline=lambda s: headline(s.checks) if s.checks else "no checks",
     )
     path = run_dir / "report.html"
     write_text(path, html)

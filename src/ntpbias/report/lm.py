@@ -33,19 +33,23 @@ def _curve(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @plot("lm.curves")
-def curves_figure(rows: list[dict]):
+def curves_figure(rows: list[dict], baseline: dict | None = None):
     """Six panels against the training step (docs/lm.md#what-is-measured): CE - H, the finite part, the growing part's
-    alignments, the margin, the Gram alignments and the collapse angles; undefined values are left out."""
+    alignments, the margin, the Gram alignments and the collapse angles; undefined values are left out. ``baseline``
+    (the add-0.1 smoothed counts' values) is drawn as dotted horizontal lines in the colour of its quantity."""
+    baseline = baseline or {}
     fig, axes = new_figure(2, 3, width=3.1, height=2.5)
     panels = (
         ("CE - H (nats)", True, (("loss_gap", "CE - H"),)),
         ("finite part", True, (("finite_rel_error", "||P_F(L_c) - L*|| / ||L*||"),
+                               ("finite_rel_error_weighted", "the same, π p-weighted"),
                                ("F_error_rel", "||P_F(W) - W*|| / ||W*||"))),
         ("growing part: cosine", False, (("cos_perp_mm", "cos(P_⊥ W_c, W^mm)"), ("logit_cos_perp_mm",
                                                                                 "cos(P_⊥ L_c, L^mm)"),
                                          ("logit_cos_perp_S", "cos(P_⊥ L_c, S̃)"))),
         ("margin (symlog)", False, (("margin_ratio", "margin x ||W^mm||"), ("separated_fraction",
-                                                                             "separated contexts"))),
+                                                                             "separated contexts"),
+                                    ("prefix_mass", "separable prefix (mass)"))),
         ("Gram cosine", False, (("cos_word_gram", "words vs L^mm"), ("cos_context_gram", "contexts vs L^mm"),
                                 ("cos_word_gram_S", "words vs S̃"), ("cos_context_gram_S", "contexts vs S̃"))),
         ("angle (°)", False, (("within_angle", "within set"), ("sub_within_angle", "within set (subspace)"),
@@ -59,6 +63,8 @@ def curves_figure(rows: list[dict]):
             if ok.any():
                 ax.plot(steps[ok], vals[ok], marker=".", color=COLORS[i], label=label)
                 drawn = True
+                if baseline.get(key) is not None:
+                    ax.axhline(baseline[key], color=COLORS[i], ls=":", lw=1)
         ax.set(xscale="log", xlabel="step", ylabel=ylabel)
         if logy and drawn:
             ax.set_yscale("log")
@@ -123,4 +129,46 @@ def collapse_figure(H, groups, predicted):
         ax.set(title=title, xticks=[], yticks=[], xlabel="contexts by support set")
         ax.grid(False)
     fig.colorbar(im, ax=axes[0, 1], fraction=0.046, pad=0.04)
+    return fig
+
+
+#: axis labels of the quantities of ``lm.across``
+ACROSS_LABELS = {"loss_gap": "CE - H (nats)", "finite_rel_error_weighted": "finite part error (π p-weighted)",
+                 "logit_perp_share": "||P_⊥ L_c|| / ||L_c||", "logit_cos_perp_S": "cos(P_⊥ L_c, S̃)",
+                 "cos_context_gram_S": "cos(H H^T, S̃ context Gram)",
+                 "sub_collapse_mean_ratio": "subspace collapse (mean within / between)",
+                 "separated_fraction": "separated share (non-trivial contexts)",
+                 "prefix_mass": "separable prefix (mass)"}
+
+
+@plot("lm.across")
+def across_figure(summary: list[dict], keys: list[str]):
+    """Each quantity against the context length T, one line per (V, d) with error bars over seeds, beside the
+    add-1 (dotted) and unigram (dashed) baselines of the same contexts."""
+    cols = 4
+    rows = -(-len(keys) // cols)
+    fig, axes = new_figure(rows, cols, width=2.8, height=2.3)
+    settings = sorted({(e["V"], e["d"]) for e in summary})
+    for ax, key in zip(axes.flat, keys, strict=False):
+        for i, (V, d) in enumerate(settings):
+            pts = sorted((e["T"], e[key], e[key + "_sd"]) for e in summary if (e["V"], e["d"]) == (V, d)
+                         and e[key] is not None)
+            if pts:
+                T, mean, sd = zip(*pts, strict=True)
+                ax.errorbar(T, mean, yerr=[0 if s is None else s for s in sd], marker="o", ms=3, capsize=2,
+                            color=COLORS[i % len(COLORS)], label=f"V = {V}, d = {d}")
+        for name, style in (("add_1", ":"), ("unigram", "--")):
+            for i, V in enumerate(sorted({e["V"] for e in summary})):
+                pts = sorted({(e["T"], e["baselines"][name].get(key)) for e in summary if e["V"] == V
+                              and e["baselines"][name].get(key) is not None})
+                if pts:
+                    T, val = zip(*pts, strict=True)
+                    ax.plot(T, val, ls=style, marker="x", ms=4, color="0.4", lw=1,
+                            label=f"{name} (V = {V})" if i == 0 else None)
+        ax.set(xlabel="context length T", title=ACROSS_LABELS.get(key, key))
+        ax.title.set_fontsize(7)
+        ax.set_xticks(sorted({e["T"] for e in summary}))
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=5)
     return fig

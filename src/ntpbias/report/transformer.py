@@ -109,19 +109,24 @@ def stage2_diagnostics(rows: list[dict], prefix: str, bounds: dict[str, Curve]):
 
 @plot("transformer.example1")
 def example1_figure(rows: list[dict], prefix: str, reference: dict[int, float], A: np.ndarray,
-                    A_star: np.ndarray, vocab):
-    """Example 1: cos(W_kq^(t), W_kq*) with reference values of an independent implementation (markers), and the
-    final W_kq^(T) next to W_kq*, both in the token basis (rows: key token, columns: query token) and divided by
-    their norms."""
+                    A_star: np.ndarray, vocab, t0: int | None = None):
+    """Example 1: 1 - cos(W_kq^(t), W_kq*) on log-log axes with reference values of an independent implementation
+    (markers) and Lemma 7's t_0 (from which Theorem 1's rate is graded), and the final W_kq^(T) next to W_kq*, both in
+    the token basis (rows: key token, columns: query token) and divided by their norms."""
     fig, axes = new_figure(1, 3, width=3.2, height=2.8)
     ax = axes[0, 0]
-    _plot(ax, rows, f"{prefix}stage2", "cos_kq", start=1, label="cos(W_kq^(t), W_kq*)", color=COLORS["measured"])
+    steps, cos = series(rows, f"{prefix}stage2", "cos_kq")
+    keep = steps >= 1
+    if keep.any():
+        band(ax, steps[keep], 1 - cos[keep], label="1 - cos(W_kq^(t), W_kq*)", color=COLORS["measured"], logy=True)
     t = np.array(sorted(reference))
-    ax.plot(t, [reference[k] for k in t], "o", mfc="none", color=COLORS["upper"],
+    ax.plot(t, [1 - reference[k] for k in t], "o", mfc="none", color=COLORS["upper"],
             label="reference (independent implementation)")
+    if t0:
+        ax.axvline(t0, color=COLORS["floor"], ls=":", lw=1, label=f"Lemma 7's t_0 = {t0:,}")
     ax.set_xscale("log")
     ax.set_xlabel("iteration t (stage 2)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, loc="lower left")
     ax.set_title("Example 1: direction")
     for ax, M, title in ((axes[0, 1], A, "W_kq^(T)/||W_kq^(T)||"), (axes[0, 2], A_star, "W_kq*/||W_kq*||")):
         M = M / max(np.linalg.norm(M), 1e-300)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import tomli_w
+import torch
 
 from .. import __version__
 from ..config import to_dict, to_toml
@@ -137,6 +138,7 @@ def write_run(out: str | Path, result: RunResult, *, command: str = "") -> dict:
         "ntpbias_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "command": command,
+        "threads": torch.get_num_threads(),  # torch's intra-op threads (ntpbias.threads)
         "config": config_record,
         "sections": [section.as_dict()],
         "checks": [c.as_dict() for c in section.checks],

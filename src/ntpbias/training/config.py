@@ -51,6 +51,9 @@ class TrainConfig(Config):
     log_every: int = setting(0, "if > 0, also log every log_every steps", ge=0)
     checkpoint_every: int = setting(0, "if > 0, checkpoint every that many steps (one is always written at the end)",
                                     ge=0)
+    checkpoint_minutes: float = setting(10.0, "also checkpoint when that many minutes of wall-clock time have passed "
+                                        "since the last checkpoint (0 = off): a killed run loses at most that much",
+                                        ge=0)
 
 
 def paper_step_sizes(d: int) -> tuple[float, float]:

@@ -8,9 +8,12 @@ iterations stay cheap), one row per (step, seed). A problem whose metrics reuse 
 evaluation instead of two). Logged metrics stay on the device, one (metrics, runs) tensor per logged step, and move
 to the host in one transfer at a checkpoint and at the end: no step waits on a host round-trip for its metrics.
 
-Faults: a non-finite loss stops the run (status ``"diverged"``, metrics so far kept); Ctrl-C writes a
-checkpoint and stops (status ``"interrupted"``); ``resume=True`` continues from the last checkpoint and gives
-the same numbers as an uninterrupted run (every random generator's state is checkpointed).
+Faults: a non-finite loss stops the run (status ``"diverged"``, metrics so far kept); Ctrl-C or SIGTERM stops it
+after the step it is in and writes a checkpoint (status ``"interrupted"``, :mod:`ntpbias.signals`); a checkpoint is
+also written every ``checkpoint_every`` steps and every ``checkpoint_minutes`` of wall-clock time, so a run killed
+outright (SIGKILL, a node that fails) loses at most that much; ``resume=True`` continues from the last checkpoint and
+gives the same numbers as an uninterrupted run (every random generator's state is checkpointed, and a step's metrics
+are computed the same way whether or not a checkpoint falls on it).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from .. import progress
 from ..errors import ConfigError, DataError
 from ..io import atomic_path
+from ..signals import signal_name, stop_at_safe_point
 from .config import TrainConfig
 from .history import History
 from .optimizers import Optimizer
@@ -143,9 +148,7 @@ class Trainer:
         if saved != repr(mine):
             import ast
 
-            old = ast.literal_eval(saved)
-            keys = sorted(k for k in mine if old.get(k) != mine[k])
-            detail = "; ".join(f"{k}: {old.get(k)} -> {mine[k]}" for k in keys)
+            detail = "; ".join(f"{k}: {a} -> {b}" for k, a, b in _differences(ast.literal_eval(saved), mine))
             raise ConfigError(f"{path}: --resume would continue another run ({detail}); only train.steps may change: "
                               "start over in a new output directory instead")
         if step > self.config.steps:
@@ -177,21 +180,29 @@ class Trainer:
         logs = set(log_steps(cfg).tolist())
         status, message = "completed", ""
         t0 = time.perf_counter()
-        bar = _progress(self.progress, self.description, cfg.steps, start_step)
         step = start_step
         fused = hasattr(self.problem, "loss_grad_metrics")
-        # due: the metrics of the current parameters are to be logged with the next step's loss and gradient
+        # due: the metrics of the current parameters are to be logged with the next step's loss and gradient (also
+        # at a checkpoint, which then holds no row for its step: a resumed run logs it the same way)
         due = step in logs and not (log and log[-1][0] == step)
-        try:
-            if due and not fused:
-                self._log(step, params, log)
-                due = False
-            # first step with a non-finite loss, per run, tracked on the device; the host looks at it every step on
-            # the CPU and every NONFINITE_CHECK_EVERY steps (and at logs) on a GPU, so no step waits on a sync there
-            check_every = self.nonfinite_check_every or (
-                1 if params[next(iter(params))].device.type == "cpu" else NONFINITE_CHECK_EVERY)
-            first_bad = None
+        if due and not fused:
+            self._log(step, params, log)
+            due = False
+        # first step with a non-finite loss, per run, tracked on the device; the host looks at it every step on
+        # the CPU and every NONFINITE_CHECK_EVERY steps (and at logs) on a GPU, so no step waits on a sync there
+        check_every = self.nonfinite_check_every or (
+            1 if params[next(iter(params))].device.type == "cpu" else NONFINITE_CHECK_EVERY)
+        first_bad = None
+        every_seconds, saved_at = 60 * cfg.checkpoint_minutes, time.monotonic()
+        with stop_at_safe_point() as stop, \
+                progress.task(self.description, cfg.steps, completed=start_step, unit="step",
+                              enabled=self.progress) as bar:
             while step < cfg.steps:
+                if stop.signum is not None:  # Ctrl-C or SIGTERM, read between two whole steps
+                    stop.handled = True
+                    status = "interrupted"
+                    message = f"{signal_name(stop.signum)} at step {step}; continue with --resume"
+                    break
                 if due:
                     loss, grads, metrics = self.problem.loss_grad_metrics(params, step, generators)
                     self._record(step, params, metrics, log)
@@ -204,29 +215,24 @@ class Trainer:
                 look = step % check_every == 0 or step + 1 in logs or step + 1 == cfg.steps
                 if look and bool((first_bad >= 0).any()):
                     status, message = "diverged", self._diverged(first_bad, log)
+                    if due:  # the metrics of the step it stopped at
+                        self._log(step, params, log)
                     break
                 self._track_monotonicity(loss)
                 params = self.optimizer.step(params, grads, loss)
                 step += 1
-                checkpoint = cfg.checkpoint_every and step % cfg.checkpoint_every == 0
                 if step in logs:
-                    if fused and step < cfg.steps and not checkpoint:
+                    if fused and step < cfg.steps:
                         due = True
                     else:
                         self._log(step, params, log)
-                if checkpoint:
+                if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or \
+                        (every_seconds and time.monotonic() - saved_at >= every_seconds):
                     self._save(step, params, generators, log, "running")
-                if bar is not None:
-                    bar.advance()
-        except KeyboardInterrupt:
-            status, message = "interrupted", f"interrupted at step {step}; resume with --resume"
-        finally:
-            if bar is not None:
-                bar.close()
-        if due:  # interrupted before the step that would have logged it
-            self._log(step, params, log)
+                    saved_at = time.monotonic()
+                bar.advance()
+            self._save(step, params, generators, log, status)
         inc = self._monotonicity["max_increase"]
-        self._save(step, params, generators, log, status)
         host = _on_host(log)
         return History.from_log([s for s, _ in host], self.seeds, [v for _, v in host], params=params, status=status,
                                 step=step, seconds=time.perf_counter() - t0, message=message,
@@ -265,6 +271,19 @@ class Trainer:
             self.on_log(step, metrics)
         if self.on_snapshot is not None:
             self.on_snapshot(step, params)
+
+
+def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]:
+    """The leaves where two nested dicts differ, as ``(dotted key, old, new)`` (a key missing on one side: None).
+
+    >>> _differences({"optimizer": {"lr": 0.5, "name": "gd"}, "seeds": [0]}, {"optimizer": {"lr": 0.1, "name": "gd"},
+    ...              "seeds": [0]})
+    [('optimizer.lr', 0.5, 0.1)]
+    """
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [(prefix, old, new)]
+    return [d for k in sorted(set(old) | set(new), key=str)
+            for d in _differences(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))]
 
 
 def _log_columns(log: list) -> dict:
@@ -315,33 +334,3 @@ def _to_device(obj, device):
     if isinstance(obj, dict):
         return {k: _to_device(v, device) for k, v in obj.items()}
     return obj
-
-
-class _Bar:
-    """A rich progress bar on stderr, advanced at most ~20 times a second."""
-
-    def __init__(self, description: str, total: int, completed: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeRemainingColumn(), transient=True)
-        self._progress.start()
-        self._task = self._progress.add_task(description, total=total, completed=completed)
-        self._pending = 0
-        self._last = time.perf_counter()
-
-    def advance(self) -> None:
-        self._pending += 1
-        now = time.perf_counter()
-        if now - self._last > 0.05:
-            self._progress.advance(self._task, self._pending)
-            self._pending, self._last = 0, now
-
-    def close(self) -> None:
-        self._progress.stop()
-
-
-def _progress(enabled: bool, description: str, total: int, completed: int) -> _Bar | None:
-    import sys
-
-    return _Bar(description, total, completed) if enabled and sys.stderr.isatty() else None

@@ -127,6 +127,36 @@ class TransformerTask:
         return per_sample.reshape(target.shape) @ self.inputs.pi
 
 
+def binary_exponent(tensors) -> torch.Tensor:
+    """Per run b, the binary exponent e_b of the largest |entry| over ``tensors`` (each (B, ...)): that entry is
+    m 2^{e_b} with m in [1/2, 1); 0 for a run whose entries are all 0.
+
+    Scaling by 2^{-e_b} is exact in floating point, so it changes no normalized step and no cosine, bit for bit, while
+    keeping squared norms clear of underflow: gradient entries below ~1e-154 square to 0, which would stop normalized
+    GD long before the gradient itself vanishes (docs/paper-c-transformer.md#decisions, C-D7).
+
+    >>> binary_exponent([torch.tensor([[3.0, -0.5], [0.0, 0.0]])]).tolist()
+    [2, 0]
+    """
+    peak = torch.stack([t.reshape(t.shape[0], -1).abs().amax(1) for t in tensors]).amax(0)
+    return torch.where(peak > 0, torch.frexp(peak).exponent, 0)
+
+
+def _scaled(t: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """t (B, ...) times 2^{-e_b} per run (exact)."""
+    return torch.ldexp(t, -e.reshape(-1, *[1] * (t.ndim - 1)).to(t.dtype))
+
+
+class _ExactlyScaledNGD(Optimizer):
+    """Normalized GD on gradients scaled per run by an exact power of two (:func:`binary_exponent`): bitwise the steps
+    of :class:`~ntpbias.training.optimizers.Optimizer`'s ``ngd`` wherever ||∇L||² does not underflow, and steps that
+    go on where it would (Algorithm 1 after ~10^5 stage-2 steps on the Fig. 2 data)."""
+
+    def step(self, params, grads, loss):
+        e = binary_exponent(list(grads.values()))
+        return super().step(params, {k: _scaled(g, e) for k, g in grads.items()}, loss)
+
+
 def _per_run(fn: Callable, *batched: torch.Tensor):
     """``fn`` applied to each run's slice of the (B, ...) tensors; outputs stacked on dim 0 (vmap when B > 1)."""
     if batched[0].shape[0] == 1:
@@ -245,10 +275,13 @@ class _ModelMetrics:
         """The metrics at W_kq (B, d, d), each (B,), and ``grad_norm`` = ||∇_{W_kq} L||."""
         task, pi = self.task, self.task.inputs.pi
         phi_plus = (phi * self.optimal).sum(-1)  # (B, N): attention mass on the optimal positions φ_+^(n)
-        norm, grad_norm = frobenius(W_kq), frobenius(g_kq)
-        pairs = [(W_kq, -g_kq, norm, grad_norm)]  # cos(W_kq, -∇L), and with W_kq*: cos(W_kq, W_kq*), cos(∇L, W_kq*)
+        e = binary_exponent([g_kq])  # the cosines and the norm from the exactly scaled gradient (no underflow)
+        g, norm = _scaled(g_kq, e), frobenius(W_kq)
+        g_norm = frobenius(g)
+        grad_norm = torch.ldexp(g_norm, e.to(g_norm.dtype))
+        pairs = [(W_kq, -g, norm, g_norm)]  # cos(W_kq, -∇L), and with W_kq*: cos(W_kq, W_kq*), cos(∇L, W_kq*)
         if self.star.W is not None:
-            pairs += [(W_kq, self.star.W, norm, self.star.norm), (g_kq, self.star.W, grad_norm, self.star.norm)]
+            pairs += [(W_kq, self.star.W, norm, self.star.norm), (g, self.star.W, g_norm, self.star.norm)]
         cos = _cosines(*map(list, zip(*pairs, strict=True)))
         undefined = norm == 0  # cos is undefined at W_kq = 0 (docs/paper-c-transformer.md#decisions)
         out = {
@@ -394,13 +427,14 @@ class TwoStageResult:
         return self.stage1.status if self.stage2 is None else self.stage2.status
 
 
-def _ngd(lr: float) -> Optimizer:
-    return Optimizer(OptimizerConfig(name="ngd", lr=lr, normalize="grad"))
+def _ngd(lr: float, *, normalized: bool = True) -> Optimizer:
+    return (_ExactlyScaledNGD(OptimizerConfig(name="ngd", lr=lr, normalize="grad")) if normalized
+            else Optimizer(OptimizerConfig(name="gd", lr=lr)))
 
 
 def _train(problem, lr: float, config: TrainConfig, seeds: list[int], run: str, checkpoint_dir, progress: bool,
-           resume: bool) -> History:
-    trainer = Trainer(problem, _ngd(lr), config, seeds=seeds,
+           resume: bool, *, normalized: bool = True) -> History:
+    trainer = Trainer(problem, _ngd(lr, normalized=normalized), config, seeds=seeds,
                       checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir) / run,
                       progress=progress, description=run)
     history = trainer.run(resume=resume)
@@ -431,9 +465,33 @@ def train_two_stage(task: TransformerTask, *, eta0: float, eta: float, stage1: T
                 resume)
     if h1.status != "completed":
         return TwoStageResult(h1, None)
-    h2 = _train(Stage2Problem(task, h1.params["W_ov"], init=init), eta, stage2, seeds, f"{prefix}stage2",
-                checkpoint_dir, progress, resume)
+    h2 = train_stage2(task, h1.params["W_ov"], eta=eta, config=stage2, seeds=seeds, init=init, run=f"{prefix}stage2",
+                      checkpoint_dir=checkpoint_dir, progress=progress, resume=resume)
     return TwoStageResult(h1, h2)
+
+
+def train_stage2(task: TransformerTask, W_ov: torch.Tensor, *, eta: float, config: TrainConfig, seeds: list[int],
+                 init: str = "zeros", normalized: bool = True, run: str = "stage2",
+                 checkpoint_dir: str | Path | None = None, progress: bool = False, resume: bool = False) -> History:
+    """Stage 2 of Algorithm 1 alone (eq. 10): ``config.steps`` NGD steps of size η on L in W_kq, W_ov frozen.
+
+    ``normalized=False`` takes plain gradient steps W <- W - η ∇L instead (not Algorithm 1: the negative controls of
+    docs/paper-c-transformer.md#theory-checks train it, and stage 2 from a ``W_ov`` other than stage 1's, to show
+    that the checks fail on the wrong algorithm). Checkpoints go to ``checkpoint_dir/<run>``.
+
+    Examples
+    --------
+    >>> from ntpbias.data.sentences import example1
+    >>> from ntpbias.models.transformer import token_embeddings
+    >>> task = TransformerTask.build(example1(), token_embeddings(4))
+    >>> cfg = TrainConfig(steps=100, log_points=0, log_every=100)
+    >>> res = train_two_stage(task, eta0=0.1, eta=0.025, stage1=cfg, stage2=cfg, seeds=[0])
+    >>> gd = train_stage2(task, res.W_ov, eta=0.025, config=cfg, seeds=[0], normalized=False)
+    >>> bool(gd.rows()[-1]["norm_kq"] < res.stage2.rows()[-1]["norm_kq"])
+    True
+    """
+    return _train(Stage2Problem(task, W_ov, init=init), eta, config, seeds, run, checkpoint_dir, progress, resume,
+                  normalized=normalized)
 
 
 def train_joint(task: TransformerTask, *, eta: float, config: TrainConfig, seeds: list[int], init: str = "zeros",

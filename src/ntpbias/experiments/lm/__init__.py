@@ -13,8 +13,8 @@ from ..._lazy import lazy_exports
 #: public name -> the module that defines it (imported on first use: importing the package or its config imports
 #: no torch)
 _EXPORTS = {
-    **dict.fromkeys(("PLANTED", "PLANTED_CHAIN", "SHAKESPEARE", "LMConfig", "LMDataConfig", "LMModelConfig",
-                     "LMTrainConfig", "scaled"), ".config"),
+    **dict.fromkeys(("PLANTED", "PLANTED_CHAIN", "SHAKESPEARE", "SHAKESPEARE_1K", "LMConfig", "LMDataConfig",
+                     "LMModelConfig", "LMTrainConfig", "scaled"), ".config"),
     **dict.fromkeys(("FIGURES", "planted_control", "run_group"), ".group"),
     **dict.fromkeys(("train_lm", "train_model"), ".runs"),
 }

@@ -133,9 +133,11 @@ def run_group(ctx: RunContext) -> RunResult:
 
 
 def _geometry_rows(rows: list[dict], run: str, seed: int) -> list[dict]:
-    """The analysis over checkpoints as metrics.csv rows (numbers only; undefined values left empty)."""
+    """The analysis over checkpoints as metrics.csv rows (numbers only: undefined values left empty, the names of the
+    methods that decided left out)."""
     return [{"run": run, "step": r["step"], "seed": seed,
-             **{k: float(v) if v is not None else None for k, v in r.items() if k != "step"}} for r in rows]
+             **{k: float(v) if v is not None else None for k, v in r.items() if k != "step" and not isinstance(v, str)}}
+            for r in rows]
 
 
 def _frozen_table(run: PlantedControl) -> Table:

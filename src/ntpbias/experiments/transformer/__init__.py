@@ -30,9 +30,9 @@ from ..._lazy import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(("KIND_NC", "KIND_OPT", "UnseenInputs", "theorem3_inputs"), "ntpbias.geometry.transformer.optimum"),
     **dict.fromkeys(("EXAMPLE1_COS", "EXAMPLE1_NORM_900", "example1_checks", "theory_checks"), ".checks"),
-    **dict.fromkeys(("ALGORITHMS", "DATA_SOURCES", "EXAMPLE1", "FIG2", "FIG2_SAMPLES", "JOINT", "PROP2", "StageConfig",
-                     "TransformerConfig", "TransformerDataConfig", "TransformerModelConfig", "TransformerTrainConfig",
-                     "UNIT"), ".config"),
+    **dict.fromkeys(("ALGORITHMS", "DATA_SOURCES", "EXAMPLE1", "FIG2", "FIG2_SAMPLES", "JOINT", "PROP2", "Stage2Config",
+                     "StageConfig", "TransformerConfig", "TransformerDataConfig", "TransformerModelConfig",
+                     "TransformerTrainConfig", "UNIT"), ".config"),
     **dict.fromkeys(("evaluate_unseen", "example2", "extended_order_gap", "generalization"), ".generalization"),
     **dict.fromkeys(("FIGURES", "run_group", "train_transformer"), ".group"),
     **dict.fromkeys(("SeedRun", "load_dataset", "run_config", "train_seed"), ".runs"),

@@ -3,6 +3,7 @@ tables) and its presets."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -92,6 +93,15 @@ class StageConfig(Config):
 
 
 @dataclass(frozen=True)
+class Stage2Config(StageConfig):
+    """Stage 2 of Algorithm 1; ``past_t0`` runs it past Lemma 7's t_0, where Theorems 1 and 3 are graded."""
+
+    past_t0: float = setting(0.0, "if > 0, stage 2 runs ceil(past_t0 t_0) steps (overriding steps), t_0 = "
+                             "ceil(8 L_max ||W_kq*||²/η) being Lemma 7's start on each seed's dataset; with "
+                             "train.log_every = 0 and train.log_points for long runs", ge=0)
+
+
+@dataclass(frozen=True)
 class TransformerTrainConfig(TrainConfig):
     """The loop settings; ``steps`` is the length of each stage (Sec. 7: T = T_1 = 900)."""
 
@@ -113,7 +123,7 @@ class TransformerConfig(RunConfig):
     model: TransformerModelConfig = field(default_factory=TransformerModelConfig)
     train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
     stage1: StageConfig = field(default_factory=StageConfig)
-    stage2: StageConfig = field(default_factory=StageConfig)
+    stage2: Stage2Config = field(default_factory=Stage2Config)
 
     moved: ClassVar[dict[str, str]] = {
         "algorithm": "model.algorithm", "embedding": "model.embedding", "d": "model.d", "init": "model.init",
@@ -124,11 +134,18 @@ class TransformerConfig(RunConfig):
     def check(self) -> None:
         if self.dtype != "float64":
             raise ValueError("paper C's runs are float64 (dtype = float64)")
+        if self.stage2.past_t0 and self.model.algorithm != "two-stage":
+            raise ValueError("stage2.past_t0 needs model.algorithm = 'two-stage' (t_0 is Algorithm 1's stage-2 "
+                             "start of Lemma 7)")
 
     @property
     def stage_steps(self) -> tuple[int, int]:
-        """(T, T_1): the steps of stages 1 and 2."""
+        """(T, T_1): the steps of stages 1 and 2 (T_1 before ``stage2.past_t0``: :meth:`stage2_steps`)."""
         return self.stage1.steps or self.train.steps, self.stage2.steps or self.train.steps
+
+    def stage2_steps(self, t0: int) -> int:
+        """T_1 on a dataset whose Lemma-7 start is ``t0``: ceil(past_t0 t_0) when ``stage2.past_t0`` is set."""
+        return math.ceil(self.stage2.past_t0 * t0) if self.stage2.past_t0 else self.stage_steps[1]
 
     def footprint(self) -> dict[str, int]:
         """Memory by part (runs train one after the other): W_ov, W_kq with their gradients and updates; the

@@ -4,7 +4,7 @@ theory curves the figures draw."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from ...training.transformer import (
     TransformerTask,
     TwoStageResult,
     train_joint,
+    train_stage2,
     train_two_stage,
 )
 from ..base import (
@@ -29,10 +30,18 @@ from ..base import (
 )
 from .config import TransformerConfig, TransformerDataConfig
 
+#: the negative controls of the stage-2 checks (docs/paper-c-transformer.md#theory-checks), trained on the first seed:
+#: stage 2 by plain gradient descent whose first step equals Algorithm 1's (the wrong algorithm), and stage 2 by
+#: Algorithm 1 from the negated stage-1 output -W_ov^(T) (a broken stage 1)
+CONTROLS = {"gd": "stage 2 by plain gradient descent W <- W - (η/||∇L(0)||) ∇L (first step equal to Algorithm 1's, "
+                  "same steps)",
+            "negated-ov": "stage 2 by Algorithm 1 from the negated stage-1 output -W_ov^(T) (same steps)"}
+
 
 @dataclass
 class SeedRun:
-    """One seed's dataset, theory objects and training histories."""
+    """One seed's dataset, theory objects and training histories; ``controls`` holds the stage-2 histories of the
+    negative controls (:data:`CONTROLS`, first seed only; never written to metrics.csv)."""
 
     seed: int
     task: TransformerTask
@@ -41,6 +50,13 @@ class SeedRun:
     init: str
     two_stage: TwoStageResult | None = None
     joint: History | None = None
+    controls: dict[str, History] = field(default_factory=dict)
+
+    @property
+    def t0(self) -> int | None:
+        """Lemma 7's t_0 = ceil(8 L_max ||W_kq*||²/η) (None without W_kq*)."""
+        star = self.task.W_kq_star
+        return None if star is None else tb.lemma7_t0(self.eta, self.task.samples.L_max, star.norm)
 
     @property
     def histories(self) -> list[History]:
@@ -72,14 +88,16 @@ def load_dataset(data: TransformerDataConfig, seed: int) -> tuple[NTPSamples, Da
     return samples, structure
 
 
-def run_config(cfg: TransformerConfig, ctx: RunContext, prefix: str = "") -> list[SeedRun]:
-    """Train ``cfg`` once per seed (rows carry ``run`` = ``<prefix>stage1|stage2|joint`` and the seed).
+def run_config(cfg: TransformerConfig, ctx: RunContext, prefix: str = "", *, controls: bool = True) -> list[SeedRun]:
+    """Train ``cfg`` once per seed (rows carry ``run`` = ``<prefix>stage1|stage2|joint`` and the seed), with the
+    negative controls of :data:`CONTROLS` on the first seed unless ``controls`` is False.
 
     Each seed has its own dataset, so seeds cannot share a batch: they go through ``ctx.executor`` (this process by
     default; ``reproduce --executor local|dask`` spreads them over worker processes or a cluster).
     """
     jobs = [_SeedJob(cfg, cfg.seed + i, prefix, str(ctx.out), ctx.resume,
-                     ctx.progress and ctx.executor.kind == "inprocess") for i in range(cfg.seeds)]
+                     ctx.progress and ctx.executor.kind == "inprocess", controls=controls and i == 0)
+            for i in range(cfg.seeds)]
     ctx.say(f"{prefix or 'run '}training {len(jobs)} seed(s) ({ctx.executor.describe()})")
     return map_values(train_seed, jobs, executor=ctx.executor)
 
@@ -94,10 +112,12 @@ class _SeedJob:
     out: str
     resume: bool
     progress: bool
+    controls: bool = False
 
 
 def train_seed(job: _SeedJob) -> SeedRun:
-    """Build one seed's dataset, embedding, W_ov*, W_kq*, and train it (Algorithm 1 or joint)."""
+    """Build one seed's dataset, embedding, W_ov*, W_kq*, and train it (Algorithm 1 or joint; with
+    ``job.controls``, also the negative controls of :data:`CONTROLS` after a completed Algorithm 1)."""
     cfg, seed, prefix = job.cfg, job.seed, job.prefix
     device = resolve_device(cfg.device)
     samples, structure = load_dataset(cfg.data, seed)
@@ -108,12 +128,32 @@ def train_seed(job: _SeedJob) -> SeedRun:
     common = {"seeds": [seed], "init": cfg.model.init, "prefix": prefix, "progress": job.progress,
               "resume": job.resume, "checkpoint_dir": Path(job.out) / "checkpoints" / f"{prefix}seed{seed}"}
     steps1, steps2 = cfg.stage_steps
-    if cfg.model.algorithm == "two-stage":
-        run.two_stage = train_two_stage(task, eta0=eta0, eta=eta, stage1=cfg.train_config(steps1),
-                                        stage2=cfg.train_config(steps2), **common)
-    else:
+    if cfg.model.algorithm == "joint":
         run.joint = train_joint(task, eta=eta0, config=cfg.train_config(steps1 + steps2), **common)
+        return run
+    if cfg.stage2.past_t0:
+        if run.t0 is None:
+            raise DataError(f"stage2.past_t0 = {cfg.stage2.past_t0:g} needs W_kq* (Lemma 7's t_0), which this "
+                            f"dataset does not have: {task.reference_error}; set stage2.past_t0 = 0")
+        steps2 = cfg.stage2_steps(run.t0)
+    stage2 = cfg.train_config(steps2)
+    run.two_stage = train_two_stage(task, eta0=eta0, eta=eta, stage1=cfg.train_config(steps1), stage2=stage2,
+                                    **common)
+    if job.controls and run.two_stage.status == "completed" and task.W_kq_star is not None:
+        W_ov, h2 = run.two_stage.W_ov, run.two_stage.stage2
+        g0 = float(series(h2, "grad_norm")[1][0])
+        for name, ov, lr, normalized in (("gd", W_ov, eta / g0 if g0 > 0 else eta, False),
+                                         ("negated-ov", -W_ov, eta, True)):
+            run.controls[name] = train_stage2(task, ov, eta=lr, config=stage2, seeds=[seed], init=cfg.model.init,
+                                              normalized=normalized, run=f"{prefix}control-{name}",
+                                              checkpoint_dir=common["checkpoint_dir"], progress=job.progress,
+                                              resume=job.resume)
     return run
+
+
+def seeds_note(runs: list[SeedRun]) -> str:
+    """Which seed a check grades: "seed s", or "worst of n seeds"."""
+    return f"worst of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
 
 
 def first_failure(runs: list[SeedRun]) -> History | None:

@@ -51,6 +51,8 @@ from .cokernel import cokernel_lp, cokernel_nnz
 CERT_TOL = 1e-7
 #: ``method="auto"`` solves the LP up to this many constraint-matrix nonzeros and uses the dual solver beyond.
 LP_MAX_NNZ = 300_000
+#: ``method="auto"``: when the dual solver does not decide, the LP still does up to this many nonzeros
+FALLBACK_LP_MAX_NNZ = 20 * LP_MAX_NNZ
 #: ``lp_form`` choices: ``auto`` takes the one of margin / cokernel with fewer constraint nonzeros
 LP_FORMS = ("auto", "margin", "cokernel", "feasibility")
 #: the margin LP uses HiGHS's interior-point method (with crossover) from this many rows and columns (V*d), dual
@@ -81,7 +83,8 @@ class SeparabilityResult:
         One line saying why (shown in reports).
     method : str
         What decided: ``"lp"``, ``"dual"``, ``"interior"`` (the interior-point search of
-        :mod:`~ntpbias.geometry.separability.nested`) or ``"trivial"`` (no out-of-support token).
+        :mod:`~ntpbias.geometry.separability.nested`), ``"trivial"`` (no out-of-support token) or ``"structure"``
+        (the support graph ties a context: :mod:`~ntpbias.geometry.separability.structure`).
     svm : SVMResult or None
         With ``method="dual"`` on separable data: the NTP-SVM solution whose W^mm served as the certificate.
     """
@@ -145,10 +148,18 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     if lp_form == "auto":
         lp_form = "cokernel" if cokernel_nnz(data, cons) < program.nnz else "margin"
     lp_nnz = cokernel_nnz(data, cons) if lp_form == "cokernel" else program.nnz
+    if method == "auto" and lp_nnz > LP_MAX_NNZ:  # the support graph first: it decides most large non-separable data
+        tied = _structural_verdict(data)
+        if tied is not None:
+            return tied
     if method == "dual" or (method == "auto" and lp_nnz > LP_MAX_NNZ):
-        return _dual_verdict(data, program, **solver_options)
+        try:
+            return _dual_verdict(data, program, **solver_options)
+        except SolverError:
+            if method == "dual" or lp_nnz > FALLBACK_LP_MAX_NNZ:
+                raise  # (auto) the dual did not decide: the certified LP below does
     if lp_form == "cokernel":
-        verdict = _cokernel_verdict(data, cons)
+        verdict = cokernel_verdict(data, cons)
         if verdict is not None:
             return verdict
     A_in = cons.ineq.to_sparse()
@@ -190,9 +201,23 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
     return _gordan_certificate(A_in, A_eq, data)
 
 
-def _cokernel_verdict(data: NTPData, cons) -> SeparabilityResult | None:
+def _structural_verdict(data: NTPData) -> SeparabilityResult | None:
+    """Not separable when the support graph ties a context (:mod:`~ntpbias.geometry.separability.structure`), with
+    the certificate's residual; None when structure does not decide that."""
+    from .structure import ntp_structure
+
+    st = ntp_structure(data)
+    if st.separable is not False or st.separability["method"] != "structure":
+        return None
+    sep = st.separability
+    return SeparabilityResult(False, None, None, None, sep["residual"], sep["certified"], sep["reason"],
+                              method="structure")
+
+
+def cokernel_verdict(data: NTPData, cons) -> SeparabilityResult | None:
     """The verdict of the cokernel LP (:mod:`ntpbias.geometry.separability.cokernel`) with its certificate checked on
-    the original constraints; None when the certificate misses the tolerance (the margin LP then decides)."""
+    the original constraints ``cons`` (:func:`~ntpbias.geometry.constraints.constraints` of ``data``, at unit scale);
+    None when the certificate misses the tolerance (:func:`ntp_separability` then solves the margin LP)."""
     rows = len(cons.ineq) + max(data.m - data.d, 0)
     columns = data.V * max(data.m - data.d, 0)
     algorithm = "highs-ipm" if rows >= IPM_MIN_ROWS and columns >= IPM_MIN_COLUMNS else "highs-ds"
@@ -247,8 +272,9 @@ def _dual_verdict(data: NTPData, program: MarginProgram, **options) -> Separabil
     W = subspace(data).project_perp(svm.W)
     margin = float(program.ineq.apply(W).min())
     if margin <= 0:
-        raise SolverError(f"the dual solver stopped after {run.iterations} iterations without deciding separability "
-                          f"(KKT residual {svm.certificate.worst:.1e}); raise max_iter or use the LP (method='lp')")
+        raise SolverError(f"separability undecided: the dual solver stopped after {run.iterations} iterations without "
+                          f"a verdict (KKT residual {svm.certificate.worst:.1e}), the support graph does not decide it "
+                          "and the LP is too large; analyse fewer contexts (or a smaller embedding)")
     W = W / margin
     eq_res = float(program.eq.apply(W).abs().max()) if program.eq is not None else 0.0
     residual = max(1 - float(program.ineq.apply(W).min()), eq_res, 0.0)

@@ -102,6 +102,18 @@ def thm2_attention_lower(t, C_1: float, L_max: int):
     return 1.0 / (1.0 + L_max * np.exp(-C_1 * _t(t)))
 
 
+def thm2_attention_content_start(C_1: float, L_max: int) -> float:
+    """The first t at which Theorem 2's attention bound exceeds Lemma 5's 1/L_max: t_c = log(L_max/(L_max - 1))/C_1.
+
+    Before t_c, 1/(1 + L_max e^{-C_1 t}) <= 1/L_max <= min_n φ_+^(n,t) already by Lemma 5 (docs/paper-c-transformer.md
+    #theory-checks); with L_max = 1 the bound never says more (inf).
+
+    >>> round(thm2_attention_content_start(0.01, 4), 2)
+    28.77
+    """
+    return float(np.log(L_max / (L_max - 1)) / C_1) if L_max > 1 else float("inf")
+
+
 def thm2_loss_upper(t, T: int, C_0: float, C_1: float, L_max: int, V: int):
     """Theorem 2, eq. (4): L(θ^(t)) <= |V| exp(-T C_0 (1 - 2 L_max/(L_max + exp(C_1 t)))).
 
@@ -114,6 +126,24 @@ def thm2_condition(t, eta: float, N: int, L_max: int, norm_wkq_star: float, *, c
     """Theorem 2 requirement on the stage-2 iteration: t >= c0 N L_max^4 ||W_kq*||^6 log^2 t/η (c0 of App. C.6)."""
     t = _t(t)
     return t >= c0 * N * L_max ** 4 * norm_wkq_star ** 6 * np.log(t) ** 2 / eta
+
+
+def thm2_condition_start(eta: float, N: int, L_max: int, norm_wkq_star: float, *, c0: float = 1696.0) -> float:
+    """The smallest t meeting :func:`thm2_condition` (t >= K log^2 t, K = c0 N L_max^4 ||W_kq*||^6/η), by the
+    fixed-point iteration t <- K log^2 t from t = K (increasing to the largest root).
+
+    >>> t = thm2_condition_start(0.025, 9, 3, 1.4719601444)  # Example 1
+    >>> f"{t:.3g}", [bool(thm2_condition(t * f, 0.025, 9, 3, 1.4719601444)) for f in (0.999, 1.001)]
+    ('3.56e+11', [False, True])
+    """
+    K = c0 * N * L_max ** 4 * norm_wkq_star ** 6 / eta
+    t = max(K, np.e)
+    for _ in range(200):
+        t_next = K * np.log(t) ** 2
+        if abs(t_next - t) <= 1e-12 * t:
+            break
+        t = t_next
+    return float(t)
 
 
 def footnote3_min_loss(T: int, C_0: float, V: int) -> float:
@@ -131,8 +161,3 @@ def thm3_gap_lower(t, eta: float, N: int, L_max: int, norm_wkq_star: float, gap_
     t = _t(t)
     return (t * eta / (2 * L_max * norm_wkq_star ** 2) * gap_star
             - np.sqrt(108 * t * eta * N * L_max ** 2 * norm_wkq_star ** 2 * np.log(t) ** 2))
-
-
-def thm3_prediction_lower(margin: float, eps: float, V: int) -> float:
-    """Theorem 3: attention >= 1 - ε on a non-comparable x_0 gives e_{n(x_0)}^T T(X) >= 1/(1 + |V| e^{-Δ(1-2ε)})."""
-    return 1.0 / (1.0 + V * float(np.exp(-margin * (1 - 2 * eps))))

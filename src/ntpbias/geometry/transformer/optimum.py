@@ -236,11 +236,12 @@ class Prop2Comparison:
         return out
 
 
-def compare_prop2(structure: DatasetStructure, qp: SVMResult, E: torch.Tensor, *,
+def compare_prop2(structure: DatasetStructure, qp: SVMResult | torch.Tensor, E: torch.Tensor, *,
                   atol: float = 1e-6) -> Prop2Comparison:
-    """Compare :func:`prop2_closed_form` with the W_kq* QP solution ``qp`` (token basis of E, Assumption 2)."""
+    """Compare :func:`prop2_closed_form` with the W_kq* QP solution ``qp`` (token basis of E, Assumption 2), or with
+    any W_kq (d, d) given as a tensor (a wrong solution, for a negative control)."""
     closed = prop2_closed_form(structure).to(E.dtype)
-    A = token_basis(qp.W, E).cpu()
+    A = token_basis(qp if isinstance(qp, torch.Tensor) else qp.W, E).cpu()
     diff = (A - closed).abs().amax(0)
     return Prop2Comparison(closed_form=closed, qp=A, condition=prop2_condition(structure), max_abs_diff=diff,
                            agree=diff <= atol, norm2_closed_form=(closed ** 2).sum(0), norm2_qp=(A ** 2).sum(0))
