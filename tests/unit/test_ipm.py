@@ -201,4 +201,5 @@ def test_lm_geometry_routes_the_ntp_svm_to_the_ipm():
     g = model_geometry(tied, torch.tensor([[1.0], [0.5], [-1.0]], dtype=F64), logit_reference(tied, nuclear=False))
     assert g.values["separable"] is False and g.values["prefix_contexts"] == 2
     assert g.prefix_svm.solver == "ipm" and g.values["prefix_svm_certified"]
-    assert g.values["prefix_svm_norm"] == pytest.approx(ntp_svm(subset(tied, torch.tensor([0, 1])), "clarabel").norm, rel=1e-6)
+    first_two = subset(tied, torch.tensor([0, 1]))
+    assert g.values["prefix_svm_norm"] == pytest.approx(ntp_svm(first_two, "clarabel").norm, rel=1e-6)
