@@ -115,7 +115,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
               help="Measure N checkpoints spread over the run (the first and the last included; 0 = all).")
 @click.option("--seed-index", type=click.IntRange(0, INT64_MAX), default=0, show_default=True,
               help="Which of the run's seeds to analyze.")
-@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
+@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset", "ipm"]), default="auto",
               show_default=True, help="NTP-SVM backend (the nuclear-norm SVM: clarabel or ADMM).")
 @click.option("--no-nuclear", is_flag=True, help="Skip the nuclear-norm SVM (the log-bilinear model's L^mm).")
 @click.option("--prefix/--no-prefix", default=True, show_default=True,
