@@ -7,7 +7,7 @@ active face, and on a trained model's features (cond(H) ~ 1e3-1e6, many in-suppo
 change of variables cannot remove this: the dual function does not depend on how W is parametrized, and a
 preconditioner other than a scaling per context breaks the exact projection onto the dual's constraints. Here the dual
 is solved by a primal-dual interior-point method instead, whose Newton systems are solved exactly, so that its
-iteration count (12-30 measured) is that of any interior-point method.
+iteration count (12-34 measured: docs/benchmarks.md#ill-conditioned-features) is that of any interior-point method.
 
 **The problem.** In the logit-cell layout of :class:`~ntpbias.geometry.solvers.dual_forms.CellForm` (the NTP-SVM's
 reduced form, every (token, context) cell used once: the in-support cells E, the out-of-support cells I), the dual of
@@ -61,7 +61,7 @@ from .dual_forms import CellForm
 from .gram import ConstraintOps
 from .workset import _GordanCheck
 
-#: Iteration cap of :func:`solve_ipm` unless asked otherwise (12-30 measured).
+#: Iteration cap of :func:`solve_ipm` unless asked otherwise (12-34 measured).
 IPM_MAX_ITER = 100
 #: Fraction of the step to the boundary of the positive orthant taken at each iteration.
 STEP_FRACTION = 0.99
