@@ -37,6 +37,7 @@ def svm_backend(data: NTPData, solver: str) -> str:
     workset method did not: docs/benchmarks.md#ill-conditioned-features), the NTP-SVM's own choice beyond."""
     return "ipm" if solver == "auto" and ipm_fits(data.V, data.m) else solver
 
+
 @dataclass(frozen=True, eq=False)
 class PaperA:
     """Paper A's objects of one model state's features (module docstring): the structure, the separability decision,
