@@ -7,6 +7,9 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+import json  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
@@ -34,3 +37,22 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in cells[1:]:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
+
+
+def run_capped(cmd: list[str], cap: float, mem_gb: float) -> tuple[dict | None, str]:
+    """Run ``cmd`` (whose last line of output is one JSON record) in a subprocess killed after ``cap`` seconds or
+    beyond ``mem_gb`` GB of address space: (the record, "") or (None, why there is none)."""
+    limit = int(mem_gb * 2 ** 30)
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, preexec_fn=limit_memory,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    except subprocess.TimeoutExpired:
+        return None, f"> {cap:g}"
+    if proc.returncode != 0:
+        oom = "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or "memory" in proc.stderr.lower()
+        return None, f"out of memory (> {mem_gb:g} GB)" if oom else f"failed ({proc.stderr.strip().splitlines()[-1:]})"
+    return json.loads(proc.stdout.strip().splitlines()[-1]), ""

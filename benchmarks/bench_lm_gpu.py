@@ -1,4 +1,4 @@
-"""The language model on a GPU against the CPU (docs/lm.md#gpu): ``lm train`` of the ``lm-shakespeare-1k`` preset for
+"""The language model on a GPU against the CPU (docs/lm.md#on-a-gpu): ``lm train`` of the ``lm-shakespeare-1k`` preset for
 ``--steps`` steps, and the feature pass of ``lm analyze`` (the float64 last hidden states of every context) at context
 lengths T = 1, 2, 3, each on ``cuda`` and on the CPU (``--threads`` threads, 1 by default), with the agreement of the
 two devices' results.

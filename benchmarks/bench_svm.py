@@ -37,13 +37,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
 
 import torch
-from _common import print_table
+from _common import print_table, run_capped
 
 from ntpbias.data.synthetic import random_ntp
 from ntpbias.geometry.constraints import constraints
@@ -130,22 +128,10 @@ def clarabel_child(name: str, seed: int) -> None:
 
 def run_clarabel(name: str, seed: int, cap: float, mem_gb: float) -> dict:
     """cvxpy + Clarabel in a subprocess, killed after ``cap`` seconds or when it exceeds ``mem_gb``."""
-    limit = int(mem_gb * 2 ** 30)
-
-    def limit_memory():
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    cmd = [sys.executable, os.path.abspath(__file__), "--clarabel-child", f"{name},{seed}"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, preexec_fn=limit_memory,
-                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    except subprocess.TimeoutExpired:
-        return {"label": f"> {cap:g}", "seconds": None}
-    if proc.returncode != 0:
-        oom = "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or "memory" in proc.stderr.lower()
-        reason = f"out of memory (> {mem_gb:g} GB)" if oom else f"failed ({proc.stderr.strip().splitlines()[-1:]})"
-        return {"label": reason, "seconds": None}
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, why = run_capped([sys.executable, os.path.abspath(__file__), "--clarabel-child", f"{name},{seed}"], cap,
+                          mem_gb)
+    if out is None:
+        return {"label": why, "seconds": None}
     return {"label": f"{out['seconds']:.3g}", **out}
 
 

@@ -85,7 +85,7 @@ def test_train_into_a_directory_holding_another_run_is_refused(cli, assert_user_
     assert_user_error(code, err, "missing.txt")
     code, _, err = cli("lm", "train", "--preset", "lm-planted", "--set", "model.layers=0", "--out", out)
     assert_user_error(code, err, "model.layers")
-    code, _, err = cli("lm", "analyze", tmp_path / "no-run", "--out", out)
+    code, _, err = cli("lm", "analyze", tmp_path, "--out", out)
     assert_user_error(code, err, "already holds an earlier run")
     assert _tree(out) == before
 

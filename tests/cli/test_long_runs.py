@@ -115,6 +115,12 @@ _MISSING = [
     (["analyze", "data.npz", "--embedding", "nope.npy", "--out", "o"], "--embedding nope.npy: no such file"),
     (["train", "nope.toml", "--out", "o"], "nope.toml: no such config file"),
     (["sweep", "nope.toml", "--out", "o"], "nope.toml: no such file"),
+    (["lm", "train", "nope.txt", "--out", "o"], "TEXT nope.txt: no such file or folder (built-in: shakespeare"),
+    (["lm", "analyze", "nope", "--out", "o"], "RUN_DIR nope: no such file or folder"),
+    (["lm", "analyze", "--hf", "nope", "--out", "o"], "--hf nope: no such file or folder"),
+    (["lm", "analyze", ".", "--text", "nope.txt", "--out", "o"], "--text nope.txt: no such file or folder"),
+    (["structure", "nope.txt"], "nope.txt: no such file or folder (built-in: example1, prop2-counterexample)"),
+    (["corpus", "shakespeare", "nope.txt"], "nope.txt: no such file or folder (built-in: shakespeare)"),
 ]
 
 

@@ -93,6 +93,6 @@ def test_bad_inputs(tmp_path, content, args, match, cli, assert_user_error):
 
 def test_missing_file_and_directory(tmp_path, cli, assert_user_error):
     code, _, err = cli("structure", tmp_path / "nope.txt")
-    assert_user_error(code, err, "no such file (built-in datasets: example1")
+    assert_user_error(code, err, "no such file or folder (built-in: example1")
     code, _, err = cli("structure", tmp_path)
     assert_user_error(code, err, "is a directory")

@@ -180,3 +180,28 @@ def test_claims_page_gathers_configurations_and_counts_each_verdict_apart(tmp_pa
     assert ("**2 pass**, 1 consistent, **1 fail**, 1 not graded, 1 control passed (0.1 to 0.6; control -3 to -0.5; "
             "not graded: the run stops before t\\_0)") in row
     assert row.endswith("| not run |")
+
+
+def test_a_note_on_a_groups_records_is_shown_until_the_group_is_collected_again(tmp_path):
+    """A note on one group's records (an earlier version's run, not rerun) stands on the page, and recollecting that
+    group's run drops it (the note was about the records it replaces)."""
+    import json
+
+    from ntpbias.report.claims import load_records, records_path, render, update_records
+
+    run = tmp_path / "run"
+    run.mkdir()
+    check = {"name": "fig2: Lemma 5 per position", "kind": "theorem", "verdict": "pass", "measured": 0.0,
+             "threshold": ">= -1e-12", "metric": "smallest φ - 1/L", "quote": CLAIMS["C:lemma5"].quote,
+             "where": "Lemma 5", "premise": "Assumptions 1-3", "premise_met": True}
+    (run / "summary.json").write_text(json.dumps({"command": "ntpbias reproduce transformer",
+                                                  "sections": [{"id": "transformer"}], "checks": [check]}))
+    docs = tmp_path / "docs"
+    update_records("paper", [run], docs=docs)
+    data = load_records("paper", docs)
+    data["notes"] = {"transformer": "from an earlier version", "linear": "kept"}
+    records_path("paper", docs).write_text(json.dumps(data))
+    assert "Note on the paper-scale records of `transformer`: from an earlier version" in render(docs=docs)
+    update_records("paper", [run], docs=docs)
+    assert load_records("paper", docs)["notes"] == {"linear": "kept"}
+    assert "earlier version" not in render(docs=docs)

@@ -100,6 +100,14 @@ def run_dir_options(command):
     return command
 
 
+def refuse_missing_source(name: str, builtins: tuple[str, ...], what: str = "") -> None:
+    """A data source (a file, a folder, or a built-in name) that is neither a built-in name nor an existing path,
+    refused before the command loads numpy and torch (seconds): a one-line :class:`DataError` naming the built-ins."""
+    if name not in builtins and not Path(name).exists():
+        named = f" (built-in: {', '.join(builtins)})" if builtins else ""
+        raise DataError(f"{f'{what} {name}'.strip()}: no such file or folder{named}")
+
+
 def check_output_file(path: str | Path, what: str) -> Path:
     """An output file's path checked before any work: not a directory, in a folder that can be created/written."""
     from ..io import check_output_dir

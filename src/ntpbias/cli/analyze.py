@@ -32,10 +32,12 @@ def _fmt(x) -> str:
               help="With --autoregressive: longest prefix used.")
 @click.option("--embedding", default="onehot", show_default=True,
               help="Sequences file: onehot | gaussian[:d=60,scale=1,seed=0] | file.npy (m x d).")
-@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
+@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset", "ipm"]), default="auto",
               show_default=True,
-              help="Backend of the NTP-SVM: Clarabel (small problems), the matrix-free dual solver, or the workset "
-                   "method (float32 active-set search, float64 refinement); auto picks by size.")
+              help="Backend of the NTP-SVM: Clarabel (small problems), the matrix-free dual solver, the workset "
+                   "method (float32 active-set search, float64 refinement), or the interior-point method (ill-"
+                   "conditioned features such as a trained model's: its cost does not depend on cond(H)); auto picks "
+                   "by size.")
 @click.option("--float32", "float32", is_flag=True,
               help="Run the dual solver in float32 (its certificate is still checked, and refined, in float64).")
 @click.option("--max-iter", type=click.IntRange(1, INT64_MAX), default=None,

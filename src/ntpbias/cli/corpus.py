@@ -10,7 +10,7 @@ import click
 
 from .. import __version__
 from ..config import INT64_MAX
-from ._common import _console, check_output_file, cli, overwrite_option, resource_options
+from ._common import _console, check_output_file, cli, overwrite_option, refuse_missing_source, resource_options
 
 
 @cli.command()
@@ -68,6 +68,10 @@ def corpus(text, max_context, tokenizer, segment, stride, max_tokens, max_vocab,
       ntpbias analyze runs/book.npz --out runs/book-geometry
       ntpbias corpus texts/ more.txt -T 6 --executor dask --workers 8 --json      # sharded counting
     """
+    from ..data.config import BUILTIN_CORPORA
+
+    for source in text:
+        refuse_missing_source(source, BUILTIN_CORPORA)
     from ..data.corpus import (
         CorpusConfig,
         corpus_samples,

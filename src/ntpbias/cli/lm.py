@@ -11,7 +11,15 @@ import click
 
 from ..config import INT64_MAX
 from ..errors import ConfigError
-from ._common import _console, cli, command_line, overwrite_option, resource_options, run_dir_options
+from ._common import (
+    _console,
+    cli,
+    command_line,
+    overwrite_option,
+    refuse_missing_source,
+    resource_options,
+    run_dir_options,
+)
 
 #: the files ``lm analyze`` writes into --out
 ANALYSIS_FILES = ("analysis.json", "ntp_data.npz", "lm_geometry.npz", "report.html")
@@ -57,6 +65,11 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
       ntpbias lm train corpus.txt --set data.tokenizer=char --set model.context=64 --out runs/char
       ntpbias lm train --preset lm-planted --set seeds=3 --out runs/planted
     """
+    from ..data.config import TEXTS
+    from ..experiments.lm.config import PLANTED
+
+    if text is not None:
+        refuse_missing_source(text, (*TEXTS, PLANTED), "TEXT")
     from dataclasses import replace
 
     from ..api import run_config
@@ -115,7 +128,7 @@ def train(text, preset, config_path, scale, overrides, device, out, resume, over
               help="Measure N checkpoints spread over the run (the first and the last included; 0 = all).")
 @click.option("--seed-index", type=click.IntRange(0, INT64_MAX), default=0, show_default=True,
               help="Which of the run's seeds to analyze.")
-@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset"]), default="auto",
+@click.option("--solver", type=click.Choice(["auto", "clarabel", "dual", "workset", "ipm"]), default="auto",
               show_default=True, help="NTP-SVM backend (the nuclear-norm SVM: clarabel or ADMM).")
 @click.option("--no-nuclear", is_flag=True, help="Skip the nuclear-norm SVM (the log-bilinear model's L^mm).")
 @click.option("--prefix/--no-prefix", default=True, show_default=True,
@@ -144,13 +157,20 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
       ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/o
       ntpbias lm analyze --hf ./tiny-gpt2 --text corpus.txt --vocab text --out runs/hf
     """
+    from ..data.config import TEXTS
+
+    if (run_dir is None) == (not hf_dirs):
+        raise ConfigError("give exactly one of RUN_DIR (a run of `ntpbias lm train`) or --hf FOLDER")
+    for folder, what in [(run_dir, "RUN_DIR"), *((d, "--hf") for d in hf_dirs)]:
+        if folder is not None:
+            refuse_missing_source(folder, (), what)
+    if text is not None:
+        refuse_missing_source(text, TEXTS, "--text")
     from ..experiments.lm.analysis import HFModels, RunModels, analyze_models, text_contexts
     from ..io import check_output_dir, write_json, write_npz
     from ..report import draw, render
     from ..results import check_earlier_run, claim_run_dir
 
-    if (run_dir is None) == (not hf_dirs):
-        raise ConfigError("give exactly one of RUN_DIR (a run of `ntpbias lm train`) or --hf FOLDER")
     outdir = check_output_dir(out, ANALYSIS_FILES, ("figures",))
     check_earlier_run(outdir, overwrite=overwrite)
     console = _console(quiet)

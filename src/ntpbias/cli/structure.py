@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._common import check_output_file, cli, resource_options
+from ._common import check_output_file, cli, refuse_missing_source, resource_options
 
 #: Violations shown per check in the table output (the JSON lists all).
 SHOWN = 5
@@ -15,16 +15,14 @@ SHOWN = 5
 
 def load_sentences(name: str):
     """A sentences file, or a built-in dataset name (``example1``, ``prop2-counterexample``)."""
+    from ..data.config import BUILTIN_SENTENCES
+
+    refuse_missing_source(name, BUILTIN_SENTENCES)
     from ..data.sentences import BUILTIN, NTPSamples
-    from ..errors import DataError
     from ..io import input_file
 
     path = Path(name)
-    if path.exists():
-        return NTPSamples.from_file(input_file(path))
-    if name in BUILTIN:
-        return BUILTIN[name]()
-    raise DataError(f"{name}: no such file (built-in datasets: {', '.join(BUILTIN)})")
+    return NTPSamples.from_file(input_file(path)) if path.exists() else BUILTIN[name]()
 
 
 @cli.command()
@@ -52,7 +50,6 @@ def structure(sentences, query, max_margin, as_json, plot_path):
       ntpbias structure example1 --query P --max-margin
       ntpbias structure example1 --plot figure1.png
     """
-    from ..data.structure import analyze_structure
     from ..errors import DataError
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -60,6 +57,8 @@ def structure(sentences, query, max_margin, as_json, plot_path):
     if plot_path is not None:
         check_output_file(plot_path, "--plot")
     samples = load_sentences(sentences)
+    from ..data.structure import analyze_structure
+
     st = analyze_structure(samples)
     record = st.to_dict()
     if query is not None:

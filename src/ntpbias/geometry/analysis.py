@@ -218,8 +218,9 @@ def analyze(data: NTPData, *, solver: str = "auto", progress=None, separability_
     data : NTPData or path
         The dataset (``NTPData.from_arrays``, :func:`~ntpbias.api.from_sequences`, :func:`~ntpbias.api.from_text`),
         or the path of an NTP dataset ``.npz`` (read with ``NTPData.load``).
-    solver : {"auto", "clarabel", "dual", "workset"}
-        The NTP-SVM backend.
+    solver : {"auto", "clarabel", "dual", "workset", "ipm"}
+        The NTP-SVM backend; ``"ipm"``, the interior-point method, is for ill-conditioned features such as a trained
+        model's (its cost does not depend on cond(H): docs/benchmarks.md#ill-conditioned-features).
     progress : callable, optional
         Receives a short description of each stage (for a status display).
     separability_method : {"auto", "lp", "dual"}

@@ -67,6 +67,7 @@ def update_records(scale: str, run_dirs: list[str | Path], docs: Path = DOCS) ->
         for g in {r["group"] for r in collect([run])}:
             commands[g] = _command(summary.get("command", ""))
     data = {"runs": {**{g: c for g, c in old["runs"].items() if g not in groups}, **commands},
+            "notes": {g: n for g, n in old.get("notes", {}).items() if g not in groups},
             "checks": [r for r in old["checks"] if r["group"] not in groups] + new}
     path = records_path(scale, docs)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -267,6 +268,8 @@ def render(docs: Path = DOCS) -> str:
                                                                                        data["runs"].values()}))
                                                    or "none recorded") for scale, data in records.items()) + ".",
         "",
+        *[f"Note on the {scale}-scale records of `{group}`: {note}\n" for scale, data in records.items()
+          for group, note in sorted(data.get("notes", {}).items())],
         "Checks of a sentence, by verdict: " + "; ".join(f"{scale} scale: {_tally(quoted[scale])}" for scale in SCALES)
         + ".",
         "",

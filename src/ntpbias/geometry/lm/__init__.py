@@ -39,8 +39,8 @@ from .measures import (
     support_collapse,
 )
 from .model import SPECTRUM, ModelGeometry, model_geometry
-from .paper_a import CLARABEL_VARIABLES, EXACT_ROWS, PaperA, paper_a
+from .paper_a import EXACT_ROWS, PaperA, paper_a
 
-__all__ = ["BLOCK", "CLARABEL_VARIABLES", "EXACT_ROWS", "NUCLEAR_MAX_SVD", "SMOOTHING", "SPECTRUM", "Directions",
+__all__ = ["BLOCK", "EXACT_ROWS", "NUCLEAR_MAX_SVD", "SMOOTHING", "SPECTRUM", "Directions",
            "LogitReference", "ModelGeometry", "PaperA", "baseline_logits", "centred", "gram_cosines",
            "logit_reference", "logit_values", "model_geometry", "nuclear_cost", "paper_a", "support_collapse"]

@@ -50,7 +50,7 @@ def model_geometry(data: NTPData, W: torch.Tensor, ref: LogitReference, *, solve
     ref : LogitReference
         :func:`logit_reference` of ``data`` (shared by every checkpoint).
     solver : str
-        NTP-SVM backend; "auto" takes Clarabel up to :data:`CLARABEL_VARIABLES` variables V d.
+        NTP-SVM backend; "auto" takes the interior-point method where it fits (:func:`.paper_a.svm_backend`).
     prefix : bool
         Also measure the longest separable prefix of the contexts when the data are not separable (``prefix_*``).
 

@@ -22,13 +22,22 @@ from ..margins.program import ntp_margin, ntp_svm
 from ..margins.result import SVMResult
 from ..separability.decide import Decision, Prefix, decide, subset
 from ..separability.structure import Structure, ntp_structure
+from ..solvers.ipm import fits as ipm_fits
 from .measures import cosine, logit_values
 
 #: ``solver="auto"``: F and W* by the exact Gram eigendecomposition up to this many rows Σ_j (|S_j| - 1) (a model's
 #: features are ill-conditioned, cond(H) ~ 1e4 on Shakespeare, where the conjugate gradients of the iterative method
-#: stall), and the NTP-SVM by Clarabel up to this many variables V d (it certified there when the workset method did
-#: not)
-EXACT_ROWS, CLARABEL_VARIABLES = 6000, 10_000
+#: stall)
+EXACT_ROWS = 6000
+
+
+def svm_backend(data: NTPData, solver: str) -> str:
+    """The NTP-SVM backend for a model's features: ``solver="auto"`` takes the interior-point method wherever it fits
+    (:func:`~ntpbias.geometry.solvers.ipm.fits`; its cost does not depend on cond(H), and it certified where the
+    workset method did not: docs/benchmarks.md#ill-conditioned-features), the NTP-SVM's own choice beyond."""
+    return "ipm" if solver == "auto" and ipm_fits(data.V, data.m) else solver
+
+
 @dataclass(frozen=True, eq=False)
 class PaperA:
     """Paper A's objects of one model state's features (module docstring): the structure, the separability decision,
@@ -100,9 +109,8 @@ def paper_a(data: NTPData, *, solver: str = "auto", structure: Structure | None 
     svm = None
     if decision.separable:
         t0 = time.perf_counter()
-        backend = "clarabel" if solver == "auto" and data.V * data.d <= CLARABEL_VARIABLES else solver
         try:
-            svm = ntp_svm(data, backend)
+            svm = ntp_svm(data, svm_backend(data, solver))
         except (SolverError, NotSeparableError) as exc:
             notes.append(f"the NTP-SVM failed ({exc}): the W^mm values are null")
         seconds["svm"] = time.perf_counter() - t0
@@ -126,9 +134,8 @@ def prefix_values(data: NTPData, Wc: torch.Tensor, prefix: Prefix, solver: str) 
     values["prefix_separated_fraction"] = logit_values(Wc @ sub.H.mT, sub)["separated_fraction"]
     if bool((sub.support_sizes == sub.V).all()):
         return values, None
-    backend = "clarabel" if solver == "auto" and data.V * data.d <= CLARABEL_VARIABLES else solver
     try:
-        svm = ntp_svm(sub, backend)
+        svm = ntp_svm(sub, svm_backend(sub, solver))
     except (SolverError, NotSeparableError):
         return values, None
     values.update(prefix_svm_certified=svm.certified, prefix_svm_kkt_worst=svm.certificate.worst)
@@ -145,4 +152,4 @@ def prefix_values(data: NTPData, Wc: torch.Tensor, prefix: Prefix, solver: str) 
 
 
 
-__all__ = ["CLARABEL_VARIABLES", "EXACT_ROWS", "PaperA", "paper_a", "prefix_values"]
+__all__ = ["EXACT_ROWS", "PaperA", "paper_a", "prefix_values", "svm_backend"]

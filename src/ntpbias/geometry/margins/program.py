@@ -18,10 +18,13 @@ projected-gradient method of :mod:`ntpbias.geometry.solvers.dual` on (D): two ma
 linear in the number of constraints, CPU or GPU, float64 or float32 with a float64 certificate, warm starts) and
 ``"workset"`` (:mod:`ntpbias.geometry.solvers.workset`: a working set of rows, an adaptive-step accelerated gradient in
 float32 to find the active face, then active-face refinement with float64 residuals; the same operators, devices
-and warm starts). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ` constraint-matrix nonzeros and the
-dual method beyond; :func:`ntp_svm` (the NTP-SVM, where the workset method was measured 3-4x faster than the dual
-method: README, "Scale") picks the workset method beyond instead, so papers B and C keep the backend their results
-were produced with.
+and warm starts) and, for the NTP-SVM, ``"ipm"`` (:mod:`ntpbias.geometry.solvers.ipm`: an interior-point method whose
+Newton systems are solved exactly by one Cholesky factorization per token, so that its cost does not depend on the
+conditioning of the features: a trained model's features, where the first-order methods stall;
+docs/benchmarks.md#ill-conditioned-features). ``"auto"`` picks Clarabel up to :data:`AUTO_CLARABEL_MAX_NNZ`
+constraint-matrix nonzeros and the dual method beyond; :func:`ntp_svm` (the NTP-SVM, where the workset method was
+measured 3-4x faster than the dual method: README, "Scale") picks the workset method beyond instead, so papers B and C
+keep the backend their results were produced with.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ..constraints import LogitGaps, constraints
 from ..scaling import normalized, stable_norm
 from ..solvers.dual import DIVERGENCE_TOL, solve_dual
 from ..solvers.gram import gram_solve
+from ..solvers.ipm import solve_ipm
 from ..solvers.workset import solve_workset
 from .result import Certificate, SVMResult
 
@@ -134,7 +138,7 @@ class MarginProgram:
 
         Parameters
         ----------
-        solver : "auto", "clarabel", "dual" or "workset" (module doc; :meth:`choose_solver`).
+        solver : "auto", "clarabel", "dual", "workset" or "ipm" (module doc; :meth:`choose_solver`).
         tol : float, the KKT tolerance of the certificate.
         polish : bool, refine on the active set (:meth:`polish`) unless already exact (workset: only a result its
             own refinement left uncertified).
@@ -143,7 +147,8 @@ class MarginProgram:
             the program's own dtype, float64 by default; workset iterates in float32 unless told float64).
         **options : passed to the backend (Clarabel: ``max_iter``, ``eps``; dual: see
             :func:`~ntpbias.geometry.solvers.dual.solve_dual`; workset:
-            :func:`~ntpbias.geometry.solvers.workset.solve_workset`).
+            :func:`~ntpbias.geometry.solvers.workset.solve_workset`; ipm: ``max_iter``,
+            :func:`~ntpbias.geometry.solvers.ipm.solve_ipm`).
 
         Raises
         ------
@@ -156,7 +161,7 @@ class MarginProgram:
             W, lam, mu, iters, status = _solve_clarabel(self, **options)
             details = {}
         else:
-            backend = solve_workset if name == "workset" else solve_dual
+            backend = {"workset": solve_workset, "ipm": solve_ipm}.get(name, solve_dual)
             run = backend(self, tol=tol, warm_start=warm_start, dtype=dtype, device=device, **options)
             if run.diverged:
                 raise NotSeparableError(
@@ -167,11 +172,14 @@ class MarginProgram:
                 )
             lam, mu, iters = run.lam, run.mu, run.iterations
             W = self._stack(lam, mu) if run.W is None else run.W  # the workset refinement's A^T y, if it has it
-            status = "optimal" if run.converged else f"iteration limit ({iters} iterations; raise max_iter)"
+            status = "optimal" if run.converged else run.details.get(
+                "stopped", f"iteration limit ({iters} iterations; raise max_iter)")
             details = {"form": run.form, "precision": run.precision, "lipschitz": run.lipschitz,
                        "dual_seconds": run.seconds, **run.details}
             if name == "workset":  # it ends with its own active-face refinement; polish only what that missed
                 polish = polish and not run.converged
+            elif name == "ipm":  # its own exact face solve is the polish (the generic one's CG would stall)
+                polish = False
         return self.finish(W, lam, mu, solver=name, start=start, iterations=iters, status=status, tol=tol,
                            polish=polish, details=details)
 

@@ -114,7 +114,8 @@ class SVMResult:
         The norms other than l2: True (certified unique), False (a second minimizer was found and checked) or None
         (undecided). ``uniqueness`` says how, ``W_second`` is the second minimizer when ``unique`` is False.
     details : dict
-        Backend facts (dual: ``form``, ``precision``, ``lipschitz``, ``dual_seconds``; ``polish``; the other norms:
+        Backend facts (dual: ``form``, ``precision``, ``lipschitz``, ``dual_seconds``; ``polish``; ipm:
+        ``ipm_iterations``, ``factorizations``, ``polish``, ``polish_tries``, ``stopped``; the other norms:
         program kind, Clarabel's status, the uniqueness test; the logit-space program: its form and polishing).
     """
 
