@@ -73,7 +73,8 @@ def curves_figure(rows: list[dict], baseline: dict | None = None):
         if drawn:
             ax.legend(fontsize=6)
         else:
-            ax.text(0.5, 0.5, "undefined at every checkpoint\n(non-separable H)", ha="center", va="center",
+            why = "no support set holds two contexts" if ylabel.startswith("angle") else "non-separable H"
+            ax.text(0.5, 0.5, f"undefined at every checkpoint\n({why})", ha="center", va="center",
                     transform=ax.transAxes, fontsize=7)
     return fig
 
