@@ -63,11 +63,25 @@ def test_torch_loaded_first_still_gets_the_count():
 
 
 def test_worker_processes_inherit_the_choice():
-    probe = ("import ntpbias.threads as t; t.apply_threads(2); from ntpbias.parallel import map_values; "
+    probe = ("import ntpbias.threads as t; t.apply_threads(3); from ntpbias.parallel import map_values; "
              "print(map_values(t.choose_threads, [None, None], executor='local'))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(), check=True,
                          timeout=300)
-    assert out.stdout.strip() == "[2, 2]"
+    assert out.stdout.strip() == "[3, 3]"
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="torch caps a count at the cores: 2 needs two")
+def test_dask_workers_compute_with_the_choice():
+    """An embedded Dask cluster's worker processes (other pids) run torch with the count ntpbias chose (2), not
+    Dask's own choice for its workers (one thread: its nanny sets ``OMP_NUM_THREADS=1``)."""
+    probe = ("import os, ntpbias.threads as t; t.apply_threads(2); from ntpbias.parallel import map_values; "
+             "from ntpbias.parallel.executors import ExecutorConfig; "
+             "got = map_values(lambda _: (os.getpid(), __import__('torch').get_num_threads()), [0, 1], "
+             "executor=ExecutorConfig(kind='dask', workers=2)); "
+             "print(all(pid != os.getpid() for pid, _ in got), sorted({n for _, n in got}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(), check=True,
+                         timeout=300)
+    assert out.stdout.split("\n")[-2] == "True [2]", out.stdout
 
 
 @pytest.mark.slow
