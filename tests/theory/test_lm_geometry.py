@@ -234,3 +234,25 @@ def test_non_separable_features_are_a_finding():
     assert g["svm_norm"] is None and g["cos_perp_mm"] is None and g["margin_ratio"] is None
     assert g["separated_fraction"] == pytest.approx(_naive(data, W)["separated_fraction"])
     assert g["finite_rel_error"] == pytest.approx(_naive(data, W)["finite_rel_error"])
+
+
+def test_a_prefix_svm_that_fails_is_reported_uncertified(monkeypatch):
+    """The longest separable prefix's NTP-SVM raising (no margin found at the numerical edge) leaves the prefix_*
+    max-margin values null with prefix_svm_certified False, so the report's note names it."""
+    import importlib
+
+    from ntpbias.errors import SolverError
+
+    module = importlib.import_module("ntpbias.geometry.lm.paper_a")  # the module, not the function of that name
+
+    data = NTPData.from_arrays([[1.0], [-2.0], [-1.0]], [[0.3, 0.7, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
+                               [0.5, 0.3, 0.2])
+    W = torch.tensor([[1.0], [0.5], [-1.0]], dtype=torch.float64)
+    assert model_geometry(data, W, logit_reference(data)).values["prefix_svm_certified"] is True  # the control
+
+    def fails(*args, **kwargs):
+        raise SolverError("no margin found")
+
+    monkeypatch.setattr(module, "ntp_svm", fails)
+    g = model_geometry(data, W, logit_reference(data)).values
+    assert g["prefix_contexts"] == 2 and g["prefix_svm_certified"] is False and g["prefix_svm_norm"] is None

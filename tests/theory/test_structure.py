@@ -182,3 +182,26 @@ def test_ntp_separability_takes_the_support_graph_before_the_dual_solver():
     data = _random(0, m=(3000, 3001), V=(20, 21), d=(6, 7), sizes=(2, 5), rank=6)
     verdict = ntp_separability(data)
     assert verdict.method == "structure" and verdict.separable is False and verdict.certified
+
+
+def test_a_structural_verdict_whose_certificate_misses_its_tolerance_is_no_verdict():
+    """A structural "not separable" whose recomputed Gordan certificate misses its tolerance (a rank test at the edge
+    of its cutoff) is not reported as found: the LP decides it, or, beyond the LP's limit, it is undecided."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(3)
+    V, d, m = 4, 3, 60
+    H = rng.normal(size=(m, d))
+    P = np.zeros((m, V))
+    for j in range(m):
+        S = rng.choice(V, size=2 + (j % 2), replace=False)
+        P[j, S] = rng.dirichlet(np.ones(len(S)))
+    data = NTPData.from_arrays(H, P)
+    st = ntp_structure(data)
+    assert st.separable is False and st.separability["certified"]
+    assert decide(data, structure=st).method == "structure"  # the control: a certified structural verdict stands
+    shaky = replace(st, separability={**st.separability, "certified": False, "residual": 0.1})
+    by_lp = decide(data, structure=shaky)
+    assert by_lp.method == "lp" and by_lp.separable is False and by_lp.certified
+    open_question = decide(data, structure=shaky, max_lp_nnz=0)
+    assert open_question.separable is None and "missed its tolerance (relative residual 1.0e-01" in open_question.reason

@@ -153,7 +153,7 @@ def analyze(run_dir, hf_dirs, text, context_length, max_tokens, max_contexts, vo
     Examples:
       ntpbias lm analyze runs/lm --out runs/lm-geo
       ntpbias lm analyze runs/lm --context-length 3 --checkpoints 3 --out runs/t3
-      ntpbias lm analyze runs/lm1k --context-length 2 --max-contexts 20000 --checkpoints 6 --out runs/t2
+      ntpbias lm analyze runs/lm1k --context-length 2 --max-contexts 30000 --no-prefix --out runs/t2
       ntpbias lm analyze runs/lm --text other.txt --context-length 2 --max-contexts 2000 --checkpoints 6 --out runs/o
       ntpbias lm analyze --hf ./tiny-gpt2 --text corpus.txt --vocab text --out runs/hf
     """

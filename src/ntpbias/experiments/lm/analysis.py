@@ -319,8 +319,9 @@ def _section(models, text: TextContexts, ref: LogitReference, rows: list[dict], 
     if any(r["svm_certified"] is False for r in rows):
         section.notes.append("an NTP-SVM missed its tolerance at some checkpoint: its W^mm values are null there")
     if any(r.get("prefix_svm_certified") is False for r in rows):
-        section.notes.append("the NTP-SVM of the longest separable prefix missed its tolerance at some checkpoint: "
-                             "prefix_svm_norm, prefix_cos_perp_mm and prefix_margin_ratio are null there")
+        section.notes.append("the NTP-SVM of the longest separable prefix failed or missed its tolerance at some "
+                             "checkpoint (at the numerical edge of separability the solver can find no margin the LP "
+                             "certified): prefix_svm_norm, prefix_cos_perp_mm and prefix_margin_ratio are null there")
     section.plots.append(FigureSpec(f"{prefix}-curves", "The geometry against training steps",
                                     "Left to right: CE - H on the analysed contexts; the finite part's error in logit "
                                     "space (unweighted and π p-weighted, and paper A's ||P_F W - W*||/||W*|| when H is "

@@ -136,7 +136,8 @@ def prefix_values(data: NTPData, Wc: torch.Tensor, prefix: Prefix, solver: str) 
         return values, None
     try:
         svm = ntp_svm(sub, svm_backend(sub, solver))
-    except (SolverError, NotSeparableError):
+    except (SolverError, NotSeparableError):  # no certified W^mm: the same as a solve that misses its tolerance
+        values["prefix_svm_certified"] = False
         return values, None
     values.update(prefix_svm_certified=svm.certified, prefix_svm_kkt_worst=svm.certificate.worst)
     if not svm.certified:  # an uncertified W^mm is never reported as a finding

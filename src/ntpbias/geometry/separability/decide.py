@@ -5,8 +5,9 @@
 :func:`decide` never asks for more iterations: it runs :func:`~ntpbias.geometry.separability.structure.ntp_structure`
 (counting, rank H, the support graph; seconds at m = 10^5), and where that leaves the question open, the LP of
 :func:`~ntpbias.geometry.separability.verdict.ntp_separability` (``method="lp"``, the smaller of its margin and
-cokernel forms) when its constraint matrix has at most ``max_lp_nnz`` nonzeros. A larger open question is reported
-undecided, with the counts and the structure's record.
+cokernel forms) when its constraint matrix has at most ``max_lp_nnz`` nonzeros. A structural verdict whose
+certificate misses its tolerance (a rank test at the edge of its cutoff) counts as open. A larger open question is
+reported undecided, with the counts and the structure's record.
 
 :func:`separable_prefix` answers the question the d < m regime leaves: how much of the data a linear decoder on these
 features can separate. The contexts ordered by decreasing π̂ (ties by index), the prefixes C_k (the k most frequent)
@@ -29,7 +30,7 @@ from ...data.ntp import NTPData
 from ...errors import SolverError
 from ..constraints import constraints
 from ..scaling import in_user_units, normalized
-from .structure import RANK_RTOL, Structure, ntp_structure
+from .structure import CERT_TOL, RANK_RTOL, Structure, ntp_structure
 from .verdict import cokernel_verdict, ntp_separability
 
 #: :func:`decide` solves the separability LP up to this many constraint nonzeros (the smaller of its two forms; the
@@ -110,16 +111,21 @@ def decide(data: NTPData, *, max_lp_nnz: int = MAX_LP_NNZ, structure: Structure 
 
     start = time.perf_counter()
     st = ntp_structure(data) if structure is None else structure
-    if st.separable is not None:
-        s = st.separability
+    s = st.separability
+    if st.separable is not None and s.get("certified", True):
         return Decision(st.separable, s["method"], s.get("certified", True), s.get("residual"), s["reason"], st,
                         seconds=time.perf_counter() - start)
+    # structure is silent, or its verdict's certificate missed its tolerance (a rank test at the edge of its cutoff):
+    # an uncertified verdict is no verdict, the LP decides
+    open_why = s["reason"] if st.separable is None else (
+        f"its verdict (separable: {st.separable}) has a certificate that missed its tolerance (relative residual "
+        f"{s['residual']:.1e} > {CERT_TOL:g})")
     margin, cokernel = lp_nnz(data)
 
     def undecided(why: str) -> Decision:
-        return Decision(None, "undecided", None, None, f"undecided: structure leaves it open "
-                        f"({st.separability['reason']}) and {why}; analyse fewer contexts (e.g. --max-contexts) to "
-                        "decide it", st, seconds=time.perf_counter() - start)
+        return Decision(None, "undecided", None, None, f"undecided: structure leaves it open ({open_why}) and {why}; "
+                        "analyse fewer contexts (e.g. --max-contexts) to decide it", st,
+                        seconds=time.perf_counter() - start)
 
     if min(margin, cokernel) > max_lp_nnz:
         return undecided(f"the separability LP ({min(margin, cokernel):,} nonzeros) is above the limit of "
@@ -211,8 +217,8 @@ def separable_prefix(data: NTPData, *, max_lp_nnz: int = PREFIX_LP_NNZ, structur
             decisions[k] = decide(subset(data, order[:k]), max_lp_nnz=max_lp_nnz)
         return True if decisions[k].method == "trivial" else decisions[k].separable
 
-    def tied(st: Structure) -> bool:
-        return st.separable is False and st.separability["method"] == "structure"
+    def tied(st: Structure) -> bool:  # a certified structural "not separable"
+        return st.separable is False and st.separability["method"] == "structure" and st.separability["certified"]
 
     # every prefix of independent features is separable: the first dependent one bounds the full-rank prefixes
     head = data.H[order[:min(data.m, data.d + 1)]]
