@@ -121,3 +121,28 @@ def paper_vs_ntpbias():
 def report_matches_summary():
     """The consistency check of a run directory's report.html and summary.json (see ``_report_matches_summary``)."""
     return _report_matches_summary
+
+
+def _pair_generators(data):
+    """Every generator vec((e_z - e_z') h_j^T), z < z' in S_j, of the subspace F (eq. (4) of paper A), written out by a
+    loop, and its log-odds log p_z / p_z': an independent basis of F and the right-hand side of W*'s equations."""
+    import itertools
+
+    import numpy as np
+
+    H, P = data.H.numpy(), data.P.numpy()
+    rows, b = [], []
+    for j in range(data.m):
+        for z, zp in itertools.combinations(np.flatnonzero(P[j]), 2):
+            E = np.zeros((data.V, data.d))
+            E[z] += H[j]
+            E[zp] -= H[j]
+            rows.append(E.ravel())
+            b.append(np.log(P[j, z] / P[j, zp]))
+    return np.array(rows).reshape(-1, data.V * data.d), np.array(b)
+
+
+@pytest.fixture
+def pair_generators():
+    """F's pair generators and their log-odds, by a loop (see ``_pair_generators``)."""
+    return _pair_generators

@@ -66,20 +66,6 @@ def _naive(data: NTPData, W: torch.Tensor | None = None, logits: np.ndarray | No
             "separated_fraction": separated / nontrivial, "loss": loss, "logit_perp_share": np.sqrt(perp2 / total2)}
 
 
-def _F_basis(data: NTPData) -> tuple[np.ndarray, np.ndarray]:
-    """Rows vec((e_z - e_z') h_j^T) for every pair z < z' of every support, and their log-odds log p_z / p_z'."""
-    H, P = data.H.numpy(), data.P.numpy()
-    rows, b = [], []
-    for j, S in enumerate(_supports(data)):
-        for z, zp in itertools.combinations(S, 2):
-            E = np.zeros((data.V, data.d))
-            E[z] += H[j]
-            E[zp] -= H[j]
-            rows.append(E.ravel())
-            b.append(np.log(P[j, z] / P[j, zp]))
-    return np.array(rows).reshape(-1, data.V * data.d), np.array(b)
-
-
 def _ntp_svm_cvxpy(data: NTPData) -> np.ndarray:
     """min ||W||² s.t. in-support logits tied, >= 1 above out-of-support ones: every constraint written out."""
     H = data.H.numpy()
@@ -99,7 +85,7 @@ def _cos(a, b) -> float:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_paper_a_quantities_against_loops_and_clarabel(seed):
+def test_paper_a_quantities_against_loops_and_clarabel(seed, pair_generators):
     data, W = _random(seed)
     g = model_geometry(data, W, logit_reference(data, nuclear=False)).values
     naive = _naive(data, W)
@@ -107,7 +93,7 @@ def test_paper_a_quantities_against_loops_and_clarabel(seed):
                 "logit_perp_share"):
         assert g[key] == pytest.approx(naive[key], rel=1e-9, abs=1e-12), key
     assert g["loss_gap"] == pytest.approx(naive["loss"] - data.entropy, abs=1e-12)
-    A, b = _F_basis(data)
+    A, b = pair_generators(data)
     Wc = W.numpy() - W.numpy().mean(0)
     proj = np.linalg.pinv(A) @ A if len(A) else np.zeros((data.V * data.d,) * 2)  # P_F on vec(W)
     W_star = np.linalg.pinv(A) @ b if len(A) else np.zeros(data.V * data.d)

@@ -4,8 +4,6 @@ an explicit basis of F (every pair generator (e_z - e_z') h_j^T written out) and
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 import torch
@@ -29,21 +27,6 @@ def _random(seed: int, *, m=(3, 30), V=(2, 8), d=(1, 16), sizes=(1, 4), rank=Non
         S = rng.choice(V, size=min(int(rng.integers(*sizes)), V), replace=False)
         P[j, S] = rng.dirichlet(np.ones(len(S)))
     return NTPData.from_arrays(H, P, rng.dirichlet(np.ones(m)))
-
-
-def _generators(data: NTPData) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair generator vec((e_z - e_z') h_j^T), z < z' in S_j, and its log-odds log p_z / p_z' (a loop)."""
-    H, P = data.H.numpy(), data.P.numpy()
-    rows, b = [], []
-    for j in range(data.m):
-        S = np.flatnonzero(P[j])
-        for z, zp in itertools.combinations(S, 2):
-            E = np.zeros((data.V, data.d))
-            E[z] += H[j]
-            E[zp] -= H[j]
-            rows.append(E.ravel())
-            b.append(np.log(P[j, z] / P[j, zp]))
-    return np.array(rows).reshape(-1, data.V * data.d), np.array(b)
 
 
 def _in_span(A: np.ndarray, x: np.ndarray) -> float:
@@ -79,7 +62,7 @@ def test_structure_decides_most_random_cases():
 
 
 @pytest.mark.parametrize("rank", [3, 2])
-def test_connected_support_graph(rank):
+def test_connected_support_graph(rank, pair_generators):
     """Four tokens, every pair shared by many contexts whose features span the row space (rank 3 of d = 3, or rank 2
     of d = 3): one component, dim F = (V - 1) r, not separable, and the tied context's pair (e_z - e_v) h_j^T lies in F
     (checked on the explicit basis of F)."""
@@ -92,7 +75,7 @@ def test_connected_support_graph(rank):
         P[j, S] = rng.dirichlet(np.ones(len(S)))
     data = NTPData.from_arrays(H, P)
     s = ntp_structure(data)
-    A, b = _generators(data)
+    A, b = pair_generators(data)
     assert s.rank == rank and s.graph.n_components == 1
     assert s.dim_F == np.linalg.matrix_rank(A) == (V - 1) * rank
     assert s.separable is False and s.separability["residual"] <= CERT_TOL
@@ -108,7 +91,7 @@ def test_connected_support_graph(rank):
     assert s.compatibility["residual_lower_bound"] <= lstsq_residual * (1 + 1e-9) + 1e-12
 
 
-def test_disconnected_support_graph_is_separable_where_the_lp_says_so():
+def test_disconnected_support_graph_is_separable_where_the_lp_says_so(pair_generators):
     """Tokens {0, 1} and {2, 3} never share a support: two components, no context tied, dim F = (V - 2) r exactly
     (the co-support components are the same), and the LP decides (separable: the groups' mean directions differ)."""
     rng = np.random.default_rng(0)
@@ -121,7 +104,7 @@ def test_disconnected_support_graph_is_separable_where_the_lp_says_so():
     s = ntp_structure(data)
     assert s.graph.n_components == 2 and s.graph.co_support_components == 2
     assert not bool(s.tied.any()) and s.separable is None
-    assert s.dim_F == np.linalg.matrix_rank(_generators(data)[0]) == (V - 2) * d
+    assert s.dim_F == np.linalg.matrix_rank(pair_generators(data)[0]) == (V - 2) * d
     verdict = decide(data)
     assert verdict.method == "lp" and verdict.separable is True and verdict.certified
 
