@@ -167,7 +167,7 @@ def test_ntp_separability_takes_the_support_graph_before_the_dual_solver():
     assert verdict.method == "structure" and verdict.separable is False and verdict.certified
 
 
-def test_a_structural_verdict_whose_certificate_misses_its_tolerance_is_no_verdict():
+def test_a_structural_verdict_whose_certificate_misses_its_tolerance_is_no_verdict(monkeypatch):
     """A structural "not separable" whose recomputed Gordan certificate misses its tolerance (a rank test at the edge
     of its cutoff) is not reported as found: the LP decides it, or, beyond the LP's limit, it is undecided."""
     from dataclasses import replace
@@ -188,3 +188,10 @@ def test_a_structural_verdict_whose_certificate_misses_its_tolerance_is_no_verdi
     assert by_lp.method == "lp" and by_lp.separable is False and by_lp.certified
     open_question = decide(data, structure=shaky, max_lp_nnz=0)
     assert open_question.separable is None and "missed its tolerance (relative residual 1.0e-01" in open_question.reason
+    # ntp_separability (ntpbias analyze) likewise: above the LP's size it asks the structure first, and an uncertified
+    # structural verdict sends it on to its other methods
+    from ntpbias.geometry.separability.verdict import _structural_verdict
+
+    assert _structural_verdict(data).method == "structure"
+    monkeypatch.setattr("ntpbias.geometry.separability.structure.ntp_structure", lambda data: shaky)
+    assert _structural_verdict(data) is None

@@ -203,11 +203,12 @@ def _decide(data: NTPData, *, method: str, lp_form: str, **solver_options) -> Se
 
 def _structural_verdict(data: NTPData) -> SeparabilityResult | None:
     """Not separable when the support graph ties a context (:mod:`~ntpbias.geometry.separability.structure`), with
-    the certificate's residual; None when structure does not decide that."""
+    the certificate's residual; None when structure does not decide that, or when its certificate misses its tolerance
+    (the other methods decide then)."""
     from .structure import ntp_structure
 
     st = ntp_structure(data)
-    if st.separable is not False or st.separability["method"] != "structure":
+    if st.separable is not False or st.separability["method"] != "structure" or not st.separability["certified"]:
         return None
     sep = st.separability
     return SeparabilityResult(False, None, None, None, sep["residual"], sep["certified"], sep["reason"],
