@@ -61,11 +61,9 @@ def test_structure_decides_most_random_cases():
     assert verdicts.count(True) >= 3 and verdicts.count(False) >= 15 and verdicts.count(None) >= 3
 
 
-@pytest.mark.parametrize("rank", [3, 2])
-def test_connected_support_graph(rank, pair_generators):
-    """Four tokens, every pair shared by many contexts whose features span the row space (rank 3 of d = 3, or rank 2
-    of d = 3): one component, dim F = (V - 1) r, not separable, and the tied context's pair (e_z - e_v) h_j^T lies in F
-    (checked on the explicit basis of F)."""
+def _shared_pairs(rank: int) -> NTPData:
+    """Four tokens, 60 contexts in R^3 with features of rank ``rank`` (seeded by it), supports of 2 and 3 tokens: every
+    token pair is shared by many contexts, so the support graph is connected."""
     rng = np.random.default_rng(rank)
     V, d, m = 4, 3, 60
     H = rng.normal(size=(m, rank)) @ rng.normal(size=(rank, d))
@@ -73,7 +71,17 @@ def test_connected_support_graph(rank, pair_generators):
     for j in range(m):
         S = rng.choice(V, size=2 + (j % 2), replace=False)
         P[j, S] = rng.dirichlet(np.ones(len(S)))
-    data = NTPData.from_arrays(H, P)
+    return NTPData.from_arrays(H, P)
+
+
+@pytest.mark.parametrize("rank", [3, 2])
+def test_connected_support_graph(rank, pair_generators):
+    """Four tokens, every pair shared by many contexts whose features span the row space (rank 3 of d = 3, or rank 2
+    of d = 3): one component, dim F = (V - 1) r, not separable, and the tied context's pair (e_z - e_v) h_j^T lies in F
+    (checked on the explicit basis of F)."""
+    V, d = 4, 3
+    data = _shared_pairs(rank)
+    H, P = data.H.numpy(), data.P.numpy()
     s = ntp_structure(data)
     A, b = pair_generators(data)
     assert s.rank == rank and s.graph.n_components == 1
@@ -172,14 +180,7 @@ def test_a_structural_verdict_whose_certificate_misses_its_tolerance_is_no_verdi
     of its cutoff) is not reported as found: the LP decides it, or, beyond the LP's limit, it is undecided."""
     from dataclasses import replace
 
-    rng = np.random.default_rng(3)
-    V, d, m = 4, 3, 60
-    H = rng.normal(size=(m, d))
-    P = np.zeros((m, V))
-    for j in range(m):
-        S = rng.choice(V, size=2 + (j % 2), replace=False)
-        P[j, S] = rng.dirichlet(np.ones(len(S)))
-    data = NTPData.from_arrays(H, P)
+    data = _shared_pairs(3)
     st = ntp_structure(data)
     assert st.separable is False and st.separability["certified"]
     assert decide(data, structure=st).method == "structure"  # the control: a certified structural verdict stands
